@@ -1,0 +1,79 @@
+//! Verified credentials, remembered for a short time so that HTTP Basic on every request does
+//! not cost an argon2 hash per request. Entries are keyed by an HMAC of the credentials under
+//! a per-process random key (the cache never holds a password), live [`TTL`], and are dropped
+//! as soon as the user's record changes.
+
+use crate::engine::Caller;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a verified credential is trusted without checking the database again.
+pub const TTL: Duration = Duration::from_secs(60);
+const MAX_ENTRIES: usize = 100_000;
+
+type Digest = [u8; 32];
+
+pub struct CredentialCache {
+    key: [u8; 32],
+    entries: Mutex<HashMap<Digest, (Caller, Instant)>>,
+}
+
+impl Default for CredentialCache {
+    fn default() -> Self {
+        CredentialCache {
+            key: rand::random(),
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl CredentialCache {
+    /// The keyed digest of a credential (`kind` separates Basic pairs from tokens).
+    pub fn digest(&self, kind: &str, secret: &[&str]) -> Digest {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+        mac.update(kind.as_bytes());
+        for s in secret {
+            mac.update(&(s.len() as u64).to_le_bytes());
+            mac.update(s.as_bytes());
+        }
+        mac.finalize().into_bytes().into()
+    }
+
+    pub fn get(&self, d: &Digest) -> Option<Caller> {
+        let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(d) {
+            Some((c, until)) if *until > Instant::now() => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    /// Remembers `caller` for at most `ttl` (capped at [`TTL`]).
+    pub fn put(&self, d: Digest, caller: Caller, ttl: Duration) {
+        let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MAX_ENTRIES {
+            let now = Instant::now();
+            map.retain(|_, (_, until)| *until > now);
+            if map.len() >= MAX_ENTRIES {
+                map.clear();
+            }
+        }
+        map.insert(d, (caller, Instant::now() + ttl.min(TTL)));
+    }
+
+    /// Drops every entry of a user (password, role or record changed).
+    pub fn forget_user(&self, user_id: i64) {
+        let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, (c, _)| c.id != user_id);
+    }
+
+    /// Drops one entry (a revoked token).
+    pub fn forget(&self, d: &Digest) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(d);
+    }
+}

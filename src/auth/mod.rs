@@ -1,0 +1,227 @@
+//! Authentication: HTTP Basic and bearer tokens resolve to a [`Caller`]; tokens are issued by
+//! login and stored only as SHA-256 digests; the first start creates the admin user.
+
+pub mod cache;
+pub mod password;
+
+use crate::engine::{Call, Caller, Engine, Op};
+use crate::schema::{ColType, Role};
+use crate::storage::{Storage, Value};
+use base64::Engine as _;
+use cache::CredentialCache;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a credential was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("credentials are required")]
+    Missing,
+    #[error("wrong login or password")]
+    BadPassword,
+    #[error("the token is unknown or expired")]
+    BadToken,
+    #[error("the credential store is unavailable")]
+    Unavailable,
+}
+
+pub struct Auth {
+    storage: Arc<dyn Storage>,
+    pub cache: CredentialCache,
+}
+
+/// A newly issued token.
+pub struct Token {
+    pub token: String,
+    pub expires_dt: String,
+}
+
+impl Auth {
+    pub fn new(storage: Arc<dyn Storage>) -> Auth {
+        Auth {
+            storage,
+            cache: CredentialCache::default(),
+        }
+    }
+
+    /// Checks a login and password.
+    pub async fn basic(&self, login: &str, password: &str) -> Result<Caller, AuthError> {
+        let key = self.cache.digest("basic", &[login, password]);
+        if let Some(c) = self.cache.get(&key) {
+            return Ok(c);
+        }
+        let d = self.storage.dialect();
+        let sql = format!(
+            "SELECT \"id\", \"login\", \"password\", \"role\" FROM \"users\" WHERE \"login\" = {}",
+            d.ph(1)
+        );
+        let rows = self
+            .storage
+            .fetch(
+                &sql,
+                &[Value::text(login)],
+                &[ColType::Int, ColType::Text, ColType::Text, ColType::Text],
+            )
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "user lookup failed");
+                AuthError::Unavailable
+            })?;
+        let Some(row) = rows.into_iter().next() else {
+            // Spend the same time as a real check, so logins cannot be probed by timing.
+            password::verify_async(DUMMY_HASH.to_string(), password.to_string()).await;
+            return Err(AuthError::BadPassword);
+        };
+        let caller = caller_of(&row);
+        let Some(stored) = row[2].as_str().map(str::to_string) else {
+            return Err(AuthError::BadPassword);
+        };
+        if !password::verify_async(stored, password.to_string()).await {
+            return Err(AuthError::BadPassword);
+        }
+        self.cache.put(key, caller.clone(), cache::TTL);
+        Ok(caller)
+    }
+
+    /// Parses an `Authorization: Basic ...` value and checks it.
+    pub async fn basic_header(&self, encoded: &str) -> Result<Caller, AuthError> {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .map_err(|_| AuthError::BadPassword)?;
+        let text = String::from_utf8(raw).map_err(|_| AuthError::BadPassword)?;
+        let (login, password) = text.split_once(':').ok_or(AuthError::BadPassword)?;
+        self.basic(login, password).await
+    }
+
+    /// Checks a bearer token.
+    pub async fn token(&self, token: &str) -> Result<Caller, AuthError> {
+        let key = self.cache.digest("token", &[token]);
+        if let Some(c) = self.cache.get(&key) {
+            return Ok(c);
+        }
+        let d = self.storage.dialect();
+        let sql = format!(
+            "SELECT u.\"id\", u.\"login\", u.\"password\", u.\"role\", t.\"expires_dt\" FROM \"auth_tokens\" t \
+             JOIN \"users\" u ON u.\"id\" = t.\"user_id\" WHERE t.\"token_hash\" = {}",
+            d.ph(1)
+        );
+        let types = [
+            ColType::Int,
+            ColType::Text,
+            ColType::Text,
+            ColType::Text,
+            ColType::Text,
+        ];
+        let rows = self
+            .storage
+            .fetch(&sql, &[Value::text(token_digest(token))], &types)
+            .await
+            .map_err(|_| AuthError::Unavailable)?;
+        let row = rows.into_iter().next().ok_or(AuthError::BadToken)?;
+        let expires = row[4]
+            .as_str()
+            .and_then(crate::time::parse)
+            .ok_or(AuthError::BadToken)?;
+        let left = expires - chrono::Utc::now();
+        if left <= chrono::TimeDelta::zero() {
+            return Err(AuthError::BadToken);
+        }
+        let caller = caller_of(&row);
+        self.cache
+            .put(key, caller.clone(), left.to_std().unwrap_or_default());
+        Ok(caller)
+    }
+
+    /// Issues a token for a login and password, valid `ttl`.
+    pub async fn issue(
+        &self,
+        login: &str,
+        password: &str,
+        ttl: Duration,
+    ) -> Result<Token, AuthError> {
+        let caller = self.basic(login, password).await?;
+        let token = hex::encode(rand::random::<[u8; 32]>());
+        let now = chrono::Utc::now();
+        let expires_dt = crate::time::format(now + ttl);
+        let d = self.storage.dialect();
+        let sql = format!(
+            "INSERT INTO \"auth_tokens\" (\"token_hash\", \"user_id\", \"created_dt\", \"expires_dt\") VALUES ({}, {}, {}, {})",
+            d.ph(1),
+            d.ph(2),
+            d.ph(3),
+            d.ph(4)
+        );
+        let args = [
+            Value::text(token_digest(&token)),
+            Value::int(caller.id),
+            Value::text(crate::time::format(now)),
+            Value::text(expires_dt.clone()),
+        ];
+        self.storage.execute(&sql, &args).await.map_err(|e| {
+            tracing::error!(error = %e, "token insert failed");
+            AuthError::Unavailable
+        })?;
+        Ok(Token { token, expires_dt })
+    }
+
+    /// Creates the `admin` user on an empty database. Returns the password when it was
+    /// generated here (so that it can be shown once).
+    pub async fn bootstrap(
+        &self,
+        engine: &Engine,
+        password: Option<String>,
+    ) -> anyhow::Result<Option<String>> {
+        let n = self
+            .storage
+            .fetch("SELECT COUNT(*) FROM \"users\"", &[], &[ColType::Int])
+            .await?
+            .first()
+            .and_then(|r| r[0].as_i64())
+            .unwrap_or(0);
+        if n > 0 {
+            return Ok(None);
+        }
+        let generated = password.is_none();
+        let password = password.unwrap_or_else(|| {
+            let bytes: [u8; 12] = rand::random();
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+        });
+        let system = Caller {
+            id: 0,
+            login: "system".into(),
+            role: Role::Admin,
+        };
+        let mut params = serde_json::Map::new();
+        params.insert("login".into(), "admin".into());
+        params.insert("password".into(), password.clone().into());
+        params.insert("role".into(), "admin".into());
+        let call = Call {
+            entity: "users".into(),
+            op: Op::Create,
+            id: None,
+            params,
+        };
+        engine
+            .call(&system, &call)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the admin user: {}", e.description()))?;
+        Ok(generated.then_some(password))
+    }
+}
+
+fn caller_of(row: &[Value]) -> Caller {
+    Caller {
+        id: row[0].as_i64().unwrap_or_default(),
+        login: row[1].as_str().unwrap_or_default().to_string(),
+        role: row[3].as_str().and_then(Role::parse).unwrap_or(Role::User),
+    }
+}
+
+/// Tokens are stored only as their SHA-256 digest.
+fn token_digest(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// A valid argon2 hash of a random string, verified against when a login does not exist.
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$Gf3Vx2Ybq0S7wCJ2bm9rZk3kq6m1l1n0ehj8V3f2H9g";

@@ -1,0 +1,126 @@
+//! The engine's errors: everything a single call can fail with, each with its HTTP status and
+//! contract error code. The same value becomes a REST error, a batch item's body and a CSV `res`.
+
+use serde_json::{Map, Value as Json, json};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    /// No entity of that name.
+    UnknownEntity(String),
+    /// No object with that id.
+    NotFound { entity: String, id: i64 },
+    /// The caller's role does not allow this.
+    Forbidden(String),
+    /// The payload names fields the entity does not have.
+    UnknownFields(Vec<String>),
+    /// Values of the wrong type or shape; field name -> problem.
+    Invalid {
+        description: String,
+        fields: BTreeMap<String, String>,
+    },
+    /// A reference names an object that does not exist.
+    InvalidReference { field: Option<String> },
+    /// A unique field's value is taken.
+    Conflict { field: Option<String> },
+    /// The object is referenced by others and cannot be deleted.
+    Referenced { by: Vec<String> },
+    /// A storage failure; details are logged, not shown.
+    Internal,
+}
+
+impl CallError {
+    pub fn invalid_field(field: &str, problem: impl Into<String>) -> CallError {
+        let problem = problem.into();
+        CallError::Invalid {
+            description: format!("invalid value for `{field}`: {problem}"),
+            fields: BTreeMap::from([(field.to_string(), problem)]),
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            CallError::UnknownEntity(_) | CallError::NotFound { .. } => 404,
+            CallError::Forbidden(_) => 403,
+            CallError::UnknownFields(_)
+            | CallError::Invalid { .. }
+            | CallError::InvalidReference { .. } => 400,
+            CallError::Conflict { .. } | CallError::Referenced { .. } => 409,
+            CallError::Internal => 500,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            CallError::UnknownEntity(_) | CallError::NotFound { .. } => "not_found",
+            CallError::Forbidden(_) => "forbidden",
+            CallError::UnknownFields(_) => "unknown_field",
+            CallError::Invalid { .. } => "validation_failed",
+            CallError::InvalidReference { .. } => "invalid_reference",
+            CallError::Conflict { .. } => "conflict",
+            CallError::Referenced { .. } => "referenced",
+            CallError::Internal => "internal_error",
+        }
+    }
+
+    pub fn description(&self) -> String {
+        match self {
+            CallError::UnknownEntity(e) => format!("there is no resource `{e}`"),
+            CallError::NotFound { entity, id } => format!("{entity} {id} does not exist"),
+            CallError::Forbidden(why) => why.clone(),
+            CallError::UnknownFields(f) => {
+                let names: Vec<String> = f.iter().map(|n| format!("`{n}`")).collect();
+                format!("unknown field {}", names.join(", "))
+            }
+            CallError::Invalid { description, .. } => description.clone(),
+            CallError::InvalidReference { field: Some(f) } => {
+                format!("`{f}` refers to an object that does not exist")
+            }
+            CallError::InvalidReference { field: None } => {
+                "a reference names an object that does not exist".into()
+            }
+            CallError::Conflict { field: Some(f) } => {
+                format!("another object already has this `{f}`")
+            }
+            CallError::Conflict { field: None } => "a unique value is already taken".into(),
+            CallError::Referenced { by } if !by.is_empty() => {
+                format!("the object is still referenced by {}", by.join(", "))
+            }
+            CallError::Referenced { .. } => {
+                "the object is still referenced by other objects".into()
+            }
+            CallError::Internal => "the server failed to handle this request".into(),
+        }
+    }
+
+    /// Field name -> problem, for errors about particular fields.
+    pub fn fields(&self) -> Option<Map<String, Json>> {
+        let pairs: Vec<(String, String)> = match self {
+            CallError::UnknownFields(f) => f
+                .iter()
+                .map(|n| (n.clone(), "unknown field".into()))
+                .collect(),
+            CallError::Invalid { fields, .. } => fields.clone().into_iter().collect(),
+            CallError::InvalidReference { field: Some(f) } => {
+                vec![(f.clone(), "no such object".into())]
+            }
+            CallError::Conflict { field: Some(f) } => vec![(f.clone(), "already taken".into())],
+            _ => return None,
+        };
+        Some(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k, Json::String(v)))
+                .collect(),
+        )
+    }
+
+    /// The contract's error object.
+    pub fn body(&self) -> Json {
+        let mut b = json!({"error": self.code(), "description": self.description()});
+        if let Some(f) = self.fields() {
+            b["fields"] = Json::Object(f);
+        }
+        b
+    }
+}

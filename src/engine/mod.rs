@@ -1,0 +1,114 @@
+//! The engine: one path for every change. A REST call, a batch item and an uploader row all
+//! become a [`Call`], which is checked against the entity's compiled schema and access rules
+//! ([`prepare`]), then executed in a storage transaction ([`exec`]). The engine knows no HTTP.
+
+mod error;
+pub mod exec;
+pub mod prepare;
+pub mod read;
+pub mod render;
+
+pub use error::CallError;
+
+use crate::catalog::CatalogHandle;
+use crate::schema::Role;
+use crate::storage::Storage;
+use serde_json::{Map, Value as Json};
+use std::sync::Arc;
+
+/// Who is making a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    pub id: i64,
+    pub login: String,
+    pub role: Role,
+}
+
+impl Caller {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+/// A change operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Create,
+    Update,
+    Delete,
+}
+
+/// One change to one object.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Call {
+    pub entity: String,
+    pub op: Op,
+    /// The object's id: required for update and delete, absent for create.
+    pub id: Option<i64>,
+    /// Field values, already of the fields' JSON types (see [`prepare::coerce_strings`]).
+    pub params: Map<String, Json>,
+}
+
+/// The result of a call: the object (created, updated or deleted) or the error.
+pub type Outcome = Result<Json, CallError>;
+
+/// HTTP-style status and body of an outcome, as a batch item or a stored result shows it.
+pub fn outcome_parts(o: &Outcome) -> (u16, Json) {
+    match o {
+        Ok(obj) => (200, obj.clone()),
+        Err(e) => (e.status(), e.body()),
+    }
+}
+
+/// Hook called with a user id after that user's record changed or was deleted, so that cached
+/// credentials are dropped.
+pub type UserChanged = Arc<dyn Fn(i64) + Send + Sync>;
+
+/// The engine: catalog, storage and what must hear of user changes.
+#[derive(Clone)]
+pub struct Engine {
+    pub catalog: CatalogHandle,
+    pub storage: Arc<dyn Storage>,
+    pub user_changed: UserChanged,
+}
+
+impl Engine {
+    /// Runs one call in its own transaction.
+    pub async fn call(&self, caller: &Caller, call: &Call) -> Outcome {
+        let catalog = self.catalog.load();
+        let prepared = prepare::prepare(&catalog, caller, call).await?;
+        let mut tx = self.storage.begin().await.map_err(internal)?;
+        let out = exec::execute(self, tx.as_mut(), caller, &prepared, false).await;
+        match out {
+            Ok(outcome) => {
+                if outcome.is_ok() {
+                    tx.commit().await.map_err(internal)?;
+                    self.after(&prepared);
+                } else {
+                    tx.rollback().await.map_err(internal)?;
+                }
+                outcome
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                Err(internal(e))
+            }
+        }
+    }
+
+    /// Tells listeners about committed changes to users.
+    pub fn after(&self, p: &prepare::Prepared) {
+        if p.entity.name == "users"
+            && let Some(id) = p.id
+        {
+            (self.user_changed)(id);
+        }
+    }
+}
+
+/// Logs a storage failure and hides it behind [`CallError::Internal`].
+pub fn internal(e: crate::storage::StorageError) -> CallError {
+    tracing::error!(error = %e, "storage failure");
+    CallError::Internal
+}

@@ -1,0 +1,219 @@
+//! Everything about a call that needs no database: the entity, access rules, unknown fields,
+//! string coercion, JSON Schema validation, normalisation, defaults, and hashing of secrets.
+
+use super::{Call, CallError, Caller, Op};
+use crate::schema::{Catalog, Entity, Role, value};
+use crate::storage::Value;
+use serde_json::{Map, Value as Json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A call ready to execute: columns and values to write.
+#[derive(Debug)]
+pub struct Prepared {
+    pub entity: Arc<Entity>,
+    pub op: Op,
+    pub id: Option<i64>,
+    pub values: Vec<(String, Value)>,
+}
+
+/// Converts string parameters (query string, form, CSV cells) to the fields' JSON types.
+/// Names that are not fields are passed through untouched, for validation to name them.
+pub fn coerce_strings(
+    e: &Entity,
+    params: impl IntoIterator<Item = (String, String)>,
+) -> Result<Map<String, Json>, CallError> {
+    let mut out = Map::new();
+    let mut bad = BTreeMap::new();
+    for (k, v) in params {
+        match e.field(&k) {
+            Some(f) => match value::coerce_str(&f.ty, &v) {
+                Ok(j) => {
+                    out.insert(k, j);
+                }
+                Err(msg) => {
+                    bad.insert(k, msg);
+                }
+            },
+            None => {
+                out.insert(k, Json::String(v));
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(out)
+    } else {
+        Err(invalid(bad))
+    }
+}
+
+fn invalid(fields: BTreeMap<String, String>) -> CallError {
+    let description = fields
+        .iter()
+        .map(|(k, v)| format!("`{k}`: {v}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    CallError::Invalid {
+        description: format!("invalid values: {description}"),
+        fields,
+    }
+}
+
+/// Whether `caller` may write `e`'s object `id` (None for create).
+fn may_write(e: &Entity, caller: &Caller, op: Op, id: Option<i64>) -> bool {
+    if e.access.write.admits(caller.role) {
+        return true;
+    }
+    op == Op::Update && e.access.own_update && id == Some(caller.id)
+}
+
+/// Whether `caller` may read `e`'s object `id` (None: the collection).
+pub fn may_read(e: &Entity, caller: &Caller, id: Option<i64>) -> bool {
+    e.access.read.admits(caller.role)
+        || (e.access.own_read && (id.is_none() || id == Some(caller.id)))
+}
+
+/// Checks a call and turns it into the values to write.
+pub async fn prepare(
+    catalog: &Catalog,
+    caller: &Caller,
+    call: &Call,
+) -> Result<Prepared, CallError> {
+    let entity = catalog
+        .get(&call.entity)
+        .cloned()
+        .ok_or_else(|| CallError::UnknownEntity(call.entity.clone()))?;
+    let e = entity.as_ref();
+    if call.op != Op::Create && call.id.is_none() {
+        return Err(CallError::invalid_field(
+            "id",
+            "required for update and delete",
+        ));
+    }
+    if !may_write(e, caller, call.op, call.id) {
+        return Err(CallError::Forbidden(format!(
+            "your role may not {} {}",
+            match call.op {
+                Op::Create => "create",
+                Op::Update => "update",
+                Op::Delete => "delete",
+            },
+            e.name
+        )));
+    }
+    if call.op == Op::Delete {
+        return Ok(Prepared {
+            entity,
+            op: call.op,
+            id: call.id,
+            values: Vec::new(),
+        });
+    }
+    let mut params = call.params.clone();
+    if let Some(id) = params.remove("id") {
+        let same = call.op == Op::Update
+            && (id.as_i64() == call.id || id.as_str().and_then(|s| s.parse().ok()) == call.id);
+        if !same {
+            return Err(CallError::invalid_field(
+                "id",
+                "is assigned by the server and cannot be set",
+            ));
+        }
+    }
+    let unknown: Vec<String> = params
+        .keys()
+        .filter(|k| e.field(k).is_none())
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        return Err(CallError::UnknownFields(unknown));
+    }
+    for k in params.keys() {
+        let f = e.field(k).expect("checked above");
+        if let Some(role) = f.write_role
+            && !role.admits(caller.role)
+        {
+            return Err(CallError::Forbidden(format!(
+                "only an {} may set `{k}`",
+                role_name(role)
+            )));
+        }
+    }
+    let instance = Json::Object(params);
+    let validator = if call.op == Op::Create {
+        &e.create_validator
+    } else {
+        &e.update_validator
+    };
+    let mut bad = BTreeMap::new();
+    for err in validator.iter_errors(&instance) {
+        let path = err
+            .instance_path()
+            .as_str()
+            .trim_start_matches('/')
+            .to_string();
+        let field = if path.is_empty() {
+            match err.kind() {
+                jsonschema::error::ValidationErrorKind::Required { property } => {
+                    property.as_str().unwrap_or("").to_string()
+                }
+                _ => String::new(),
+            }
+        } else {
+            path.split('/').next().unwrap_or("").to_string()
+        };
+        let msg = if field.is_empty() || path.is_empty() {
+            "is required".to_string()
+        } else {
+            err.to_string()
+        };
+        bad.entry(field).or_insert(msg);
+    }
+    if !bad.is_empty() {
+        return Err(invalid(bad));
+    }
+    let Json::Object(mut params) = instance else {
+        unreachable!("built as an object")
+    };
+    for f in &e.fields {
+        if let Some(v) = params.get_mut(&f.name) {
+            *v = value::normalize(&f.ty, v).map_err(|m| CallError::invalid_field(&f.name, m))?;
+        } else if call.op == Op::Create
+            && let Some(d) = &f.default
+        {
+            params.insert(f.name.clone(), d.clone());
+        }
+    }
+    let now = crate::time::now();
+    let mut values = Vec::with_capacity(params.len() + 2);
+    for f in &e.fields {
+        let Some(v) = params.remove(&f.name) else {
+            continue;
+        };
+        let stored = if f.secret {
+            match v.as_str() {
+                Some(plain) => {
+                    Value::text(crate::auth::password::hash_async(plain.to_string()).await?)
+                }
+                None => Value::Text(None),
+            }
+        } else {
+            Value::from_json(f.ty.col_type(), &v)
+        };
+        values.push((f.name.clone(), stored));
+    }
+    if call.op == Op::Create {
+        values.push(("created_dt".into(), Value::text(now.clone())));
+    }
+    values.push(("updated_dt".into(), Value::text(now)));
+    Ok(Prepared {
+        entity,
+        op: call.op,
+        id: call.id,
+        values,
+    })
+}
+
+fn role_name(r: Role) -> &'static str {
+    r.as_str()
+}

@@ -1,0 +1,195 @@
+//! The CRUD routes of every entity: list (JSON or `t=csv`), get, create, update, delete.
+//! Each change becomes one engine [`Call`].
+
+use super::body::{self, Payload};
+use super::error::{ApiError, Result};
+use super::{AppState, Authed, json_response};
+use crate::engine::read::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::engine::{Call, CallError, Caller, Op, prepare, render};
+use poem::http::StatusCode;
+use poem::web::{Data, Path};
+use poem::{Body, Request, Response, handler};
+use serde_json::{Map, Value as Json};
+use std::sync::Arc;
+
+fn parse_id(entity: &str, id: &str) -> Result<i64> {
+    id.parse::<i64>()
+        .map_err(|_| ApiError::NotFound(format!("{entity} `{id}` does not exist")))
+}
+
+fn page_param(pairs: &[(String, String)], name: &str, default: i64, max: i64) -> Result<i64> {
+    match body::query_param(pairs, name) {
+        None => Ok(default),
+        Some(v) => match v.trim().parse::<i64>() {
+            Ok(n) if (0..=max).contains(&n) => Ok(n),
+            _ => Err(ApiError::BadRequest(format!(
+                "`{name}` must be an integer from 0 to {max}"
+            ))),
+        },
+    }
+}
+
+#[handler]
+pub async fn list(
+    req: &Request,
+    body: Body,
+    Path(entity): Path<String>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    if let Payload::Array(_) = body::read(req, body, state.settings.max_body_bytes).await? {
+        return Err(ApiError::MethodNotAllowed(
+            "only POST, PUT and DELETE can be batched".into(),
+        ));
+    }
+    let pairs = body::query_pairs(req)?;
+    let limit = page_param(&pairs, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
+    let offset = page_param(&pairs, "offset", 0, i64::MAX)?;
+    let as_csv = body::query_param(&pairs, "t").as_deref() == Some("csv");
+    let page = state
+        .engine
+        .list(&caller, &entity, body::field_pairs(pairs), limit, offset)
+        .await?;
+    let mut resp = if as_csv {
+        csv_response(&page.entity, &page.items)?
+    } else {
+        json_response(StatusCode::OK, &Json::Array(page.items))
+    };
+    resp.headers_mut()
+        .insert("x-total-count", page.total.into());
+    Ok(resp)
+}
+
+fn csv_response(e: &crate::schema::Entity, items: &[Json]) -> Result<Response> {
+    let header = render::csv_header(e);
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let internal = |_| ApiError::Call(CallError::Internal);
+    w.write_record(&header).map_err(internal)?;
+    for item in items {
+        let cells = header.iter().map(|h| render::csv_cell(&item[h.as_str()]));
+        w.write_record(cells).map_err(internal)?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|_| ApiError::Call(CallError::Internal))?;
+    Ok(Response::builder()
+        .content_type("text/csv; charset=utf-8")
+        .body(bytes))
+}
+
+#[handler]
+pub async fn get_one(
+    Path((entity, id)): Path<(String, String)>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let id = parse_id(&entity, &id)?;
+    let obj = state.engine.get(&caller, &entity, id).await?;
+    Ok(json_response(StatusCode::OK, &obj))
+}
+
+/// The parameters of a single create or update: query-string fields, overridden by the body's.
+async fn single_params(
+    state: &AppState,
+    req: &Request,
+    body: Body,
+    entity: &str,
+) -> Result<Map<String, Json>> {
+    let catalog = state.engine.catalog.load();
+    let e = catalog
+        .get(entity)
+        .ok_or_else(|| CallError::UnknownEntity(entity.to_string()))?;
+    let payload = body::read(req, body, state.settings.max_body_bytes).await?;
+    let mut params = prepare::coerce_strings(e, body::field_pairs(body::query_pairs(req)?))?;
+    match payload {
+        Payload::None => {}
+        Payload::Object(m) => params.extend(m),
+        Payload::Strings(s) => params.extend(prepare::coerce_strings(e, s)?),
+        Payload::Array(_) => {
+            return Err(ApiError::BadRequest(
+                "a JSON array is a batch: send it to the collection path".into(),
+            ));
+        }
+    }
+    Ok(params)
+}
+
+async fn run(state: &AppState, caller: &Caller, call: Call) -> Result<Response> {
+    let obj = state.engine.call(caller, &call).await?;
+    Ok(json_response(StatusCode::OK, &obj))
+}
+
+#[handler]
+pub async fn post_collection(
+    req: &Request,
+    body: Body,
+    Path(entity): Path<String>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let params = single_params(state, req, body, &entity).await?;
+    run(
+        state,
+        &caller,
+        Call {
+            entity,
+            op: Op::Create,
+            id: None,
+            params,
+        },
+    )
+    .await
+}
+
+#[handler]
+pub async fn put_collection(Path(entity): Path<String>) -> Result<Response> {
+    Err(ApiError::MethodNotAllowed(format!(
+        "PUT needs an id: /{entity}/<id>"
+    )))
+}
+
+#[handler]
+pub async fn delete_collection(Path(entity): Path<String>) -> Result<Response> {
+    Err(ApiError::MethodNotAllowed(format!(
+        "DELETE needs an id: /{entity}/<id>"
+    )))
+}
+
+#[handler]
+pub async fn update(
+    req: &Request,
+    body: Body,
+    Path((entity, id)): Path<(String, String)>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let id = parse_id(&entity, &id)?;
+    let params = single_params(state, req, body, &entity).await?;
+    run(
+        state,
+        &caller,
+        Call {
+            entity,
+            op: Op::Update,
+            id: Some(id),
+            params,
+        },
+    )
+    .await
+}
+
+#[handler]
+pub async fn delete(
+    Path((entity, id)): Path<(String, String)>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let id = parse_id(&entity, &id)?;
+    let call = Call {
+        entity,
+        op: Op::Delete,
+        id: Some(id),
+        params: Map::new(),
+    };
+    run(state, &caller, call).await
+}

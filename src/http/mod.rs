@@ -1,0 +1,105 @@
+//! HTTP: poem routes per area, the shared state, the authenticated caller extractor, and the
+//! mapping of every error to the contract's JSON. Every route exists unprefixed and under
+//! `/v2.5`.
+
+mod auth;
+pub mod body;
+mod crud;
+pub mod error;
+
+use crate::auth::Auth;
+use crate::engine::{Caller, Engine};
+use crate::settings::Settings;
+use error::ApiError;
+use poem::http::StatusCode;
+use poem::middleware::CatchPanic;
+use poem::{
+    Endpoint, EndpointExt, FromRequest, IntoEndpoint, Request, RequestBody, Response, Route, get,
+    handler, post,
+};
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+/// What every handler can reach.
+pub struct AppState {
+    pub engine: Engine,
+    pub auth: Arc<Auth>,
+    pub settings: Arc<Settings>,
+}
+
+/// The signed-in caller of a request (HTTP Basic, bearer token or `_token=`).
+pub struct Authed(pub Caller);
+
+impl<'a> FromRequest<'a> for Authed {
+    async fn from_request(req: &'a Request, _body: &mut RequestBody) -> poem::Result<Self> {
+        let state = req
+            .data::<Arc<AppState>>()
+            .expect("the state is attached to every route");
+        let auth = &state.auth;
+        let caller = if let Some(h) = req.header("authorization") {
+            let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
+            match scheme.to_ascii_lowercase().as_str() {
+                "basic" => auth.basic_header(rest).await,
+                "bearer" => auth.token(rest.trim()).await,
+                _ => Err(crate::auth::AuthError::Missing),
+            }
+        } else if let Some(t) = body::query_param(&body::query_pairs(req)?, "_token") {
+            auth.token(&t).await
+        } else {
+            Err(crate::auth::AuthError::Missing)
+        };
+        Ok(Authed(caller.map_err(ApiError::from)?))
+    }
+}
+
+/// A JSON response.
+pub fn json_response(status: StatusCode, body: &Json) -> Response {
+    Response::builder()
+        .status(status)
+        .content_type("application/json")
+        .body(serde_json::to_vec(body).unwrap_or_default())
+}
+
+#[handler]
+fn healthz() -> Response {
+    json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+}
+
+/// Every route, under one prefix (`""` or `"/v2.5"`).
+fn routes(mut r: Route, p: &str) -> Route {
+    r = r
+        .at(format!("{p}/auth/token"), post(auth::token))
+        .at(format!("{p}/users/me"), get(auth::me))
+        .at(
+            format!("{p}/:entity"),
+            get(crud::list)
+                .post(crud::post_collection)
+                .put(crud::put_collection)
+                .delete(crud::delete_collection),
+        )
+        .at(
+            format!("{p}/:entity/:id"),
+            get(crud::get_one).put(crud::update).delete(crud::delete),
+        );
+    r
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    error::to_json_response(poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))
+}
+
+/// The whole application endpoint.
+pub fn app(state: Arc<AppState>) -> impl Endpoint {
+    let mut r = Route::new().at("/healthz", get(healthz));
+    r = routes(r, "/v2.5");
+    r = routes(r, "");
+    r.data(state)
+        .with(CatchPanic::new().with_handler(panic_response))
+        .around(|ep, req| async move {
+            Ok(match ep.call(req).await {
+                Ok(r) => r,
+                Err(e) => error::to_json_response(e),
+            })
+        })
+        .into_endpoint()
+}

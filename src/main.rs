@@ -1,0 +1,124 @@
+//! The `entiserve` command line: `serve` and `check`.
+
+use clap::{Parser, Subcommand};
+use entiserve::settings::Settings;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "entiserve",
+    version,
+    about = "Entities from YAML become a REST API"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "ENTISERVE_BIND", default_value = "127.0.0.1:8080")]
+        bind: SocketAddr,
+        /// Directory of the SQLite file and stored files.
+        #[arg(long, env = "ENTISERVE_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        /// Directory of entity YAML files.
+        #[arg(long, env = "ENTISERVE_ENTITIES", default_value = "./entities")]
+        entities: PathBuf,
+        /// sqlite:... or postgres://...; default: SQLite in the data directory.
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: Option<String>,
+        /// Watch the entity files and reload them on change.
+        #[arg(long, env = "ENTISERVE_DEV")]
+        dev: bool,
+    },
+    /// Check entity definitions: exit 0, or print every error as file:line: message and exit 1.
+    Check {
+        #[arg(long, env = "ENTISERVE_ENTITIES", default_value = "./entities")]
+        entities: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { entities } => check(&entities),
+        Command::Serve {
+            bind,
+            data_dir,
+            entities,
+            database_url,
+            dev,
+        } => {
+            init_logs();
+            let mut s = Settings::new(data_dir, entities);
+            s.bind = bind;
+            s.database_url = database_url.filter(|u| !u.is_empty());
+            s.dev = dev;
+            s.admin_password = std::env::var("ENTISERVE_ADMIN_PASSWORD")
+                .ok()
+                .filter(|p| !p.is_empty());
+            let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+            match rt.block_on(serve(s)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn check(dir: &std::path::Path) -> ExitCode {
+    match entiserve::schema::compile_dir(dir, entiserve::KNOWN_PLUGINS) {
+        Ok(c) => {
+            println!(
+                "{} entities OK: {}",
+                c.entities.len(),
+                c.entities.keys().cloned().collect::<Vec<_>>().join(", ")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(diags) => {
+            for d in diags {
+                println!("{d}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let app = entiserve::App::build(settings).await?;
+    if let Some(p) = &app.generated_admin_password {
+        eprintln!("created user `admin` with password: {p}");
+        eprintln!("(set ENTISERVE_ADMIN_PASSWORD to choose it; this is shown only once)");
+    }
+    eprintln!("entiserve listening on http://{}", app.addr());
+    app.run_until(shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+    tracing::info!("shutting down");
+}

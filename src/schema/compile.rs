@@ -1,0 +1,353 @@
+//! `compile()`: every entity YAML file of a directory becomes one validated [`Catalog`], or the
+//! full list of problems, each as `file:line: message`.
+
+use super::locate::Locator;
+use super::raw::{self, RawEntity};
+use super::{Catalog, Entity, FieldType, json_schema, value};
+use indexmap::IndexMap;
+use serde_json::Value as Json;
+use serde_yaml::Value as Yaml;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The users entity used when the directory does not define one: authentication needs it.
+const BUILTIN_USERS: &str = include_str!("../../entities/users.yaml");
+
+/// One problem found in an entity file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    pub file: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+    }
+}
+
+/// Compiles every `*.yaml`/`*.yml` file of `dir`.
+pub fn compile_dir(dir: &Path, known_plugins: &[&str]) -> Result<Catalog, Vec<Diagnostic>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            return Err(vec![Diagnostic {
+                file: dir.to_path_buf(),
+                line: 0,
+                message: format!("cannot read the entities directory: {e}"),
+            }]);
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+        })
+        .collect();
+    paths.sort();
+    let mut sources = Vec::new();
+    let mut diags = Vec::new();
+    for p in paths {
+        match std::fs::read_to_string(&p) {
+            Ok(text) => sources.push((p, text)),
+            Err(e) => diags.push(Diagnostic {
+                file: p,
+                line: 0,
+                message: format!("cannot read: {e}"),
+            }),
+        }
+    }
+    match compile_sources(&sources, known_plugins) {
+        Ok(c) if diags.is_empty() => Ok(c),
+        Ok(_) => Err(diags),
+        Err(mut more) => {
+            diags.append(&mut more);
+            Err(diags)
+        }
+    }
+}
+
+/// Compiles entity definitions given as `(path, text)` pairs.
+pub fn compile_sources(
+    sources: &[(PathBuf, String)],
+    known_plugins: &[&str],
+) -> Result<Catalog, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let mut parsed: Vec<(RawEntity, PathBuf, Locator)> = Vec::new();
+    for (path, text) in sources {
+        read_one(path, text, &mut parsed, &mut diags);
+    }
+    if !parsed.iter().any(|(e, _, _)| e.name == "users") {
+        read_one(
+            Path::new("<built-in users.yaml>"),
+            BUILTIN_USERS,
+            &mut parsed,
+            &mut diags,
+        );
+    }
+    let names: Vec<String> = parsed.iter().map(|(e, _, _)| e.name.clone()).collect();
+    for (i, (e, path, loc)) in parsed.iter().enumerate() {
+        let mut here = |keys: &[&str], message: String| {
+            diags.push(Diagnostic {
+                file: path.clone(),
+                line: loc.line(keys),
+                message,
+            })
+        };
+        if names[..i].contains(&e.name) {
+            here(&["name"], format!("entity `{}` is defined twice", e.name));
+        }
+        for f in &e.fields {
+            if let FieldType::Reference(target) = &f.ty
+                && !target.is_empty()
+                && !names.contains(target)
+            {
+                here(
+                    &["fields", &f.name, "entity"],
+                    format!("field `{}` references unknown entity `{target}`", f.name),
+                );
+            }
+        }
+        for p in &e.plugins {
+            if !known_plugins.contains(&p.name.as_str()) {
+                here(&["plugins"], format!("unknown plugin `{}`", p.name));
+            }
+        }
+        if e.name == "users" {
+            check_users(e, &mut here);
+        }
+    }
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    let order = match dependency_order(&parsed) {
+        Ok(o) => o,
+        Err(d) => return Err(vec![d]),
+    };
+    let mut entities = IndexMap::new();
+    for i in order {
+        let (raw, path, _) = &parsed[i];
+        match build(raw, path) {
+            Ok(e) => {
+                entities.insert(e.name.clone(), Arc::new(e));
+            }
+            Err(msg) => diags.push(Diagnostic {
+                file: path.clone(),
+                line: 1,
+                message: msg,
+            }),
+        }
+    }
+    if diags.is_empty() {
+        Ok(Catalog { entities })
+    } else {
+        Err(diags)
+    }
+}
+
+fn read_one(
+    path: &Path,
+    text: &str,
+    parsed: &mut Vec<(RawEntity, PathBuf, Locator)>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let doc: Yaml = match serde_yaml::from_str(text) {
+        Ok(d) => d,
+        Err(e) => {
+            let line = e.location().map(|l| l.line()).unwrap_or(1);
+            diags.push(Diagnostic {
+                file: path.to_path_buf(),
+                line,
+                message: format!("invalid YAML: {}", strip_location(&e.to_string())),
+            });
+            return;
+        }
+    };
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let loc = Locator::new(text);
+    let (entity, problems) = raw::read(&doc, stem);
+    for p in problems {
+        let keys: Vec<&str> = p.path.iter().map(String::as_str).collect();
+        diags.push(Diagnostic {
+            file: path.to_path_buf(),
+            line: loc.line(&keys),
+            message: p.message,
+        });
+    }
+    // Kept even with problems, so that cross-entity checks report theirs too; nothing is
+    // built while any diagnostic stands.
+    if let Some(e) = entity {
+        parsed.push((e, path.to_path_buf(), loc));
+    }
+}
+
+fn strip_location(msg: &str) -> String {
+    match msg.find(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+fn check_users(e: &RawEntity, here: &mut impl FnMut(&[&str], String)) {
+    let field = |n: &str| e.fields.iter().find(|f| f.name == n);
+    match field("login") {
+        Some(f) if f.ty == FieldType::String && f.unique && f.required => {}
+        _ => here(
+            &["fields"],
+            "users needs `login: { type: string, required: true, unique: true }`".into(),
+        ),
+    }
+    match field("password") {
+        Some(f) if f.secret => {}
+        _ => here(
+            &["fields"],
+            "users needs `password: { type: string, secret: true }`".into(),
+        ),
+    }
+    match field("role") {
+        Some(f) if matches!(&f.ty, FieldType::Enum(v) if v.iter().any(|x| x == "admin") && v.iter().any(|x| x == "user")) =>
+            {}
+        _ => here(
+            &["fields"],
+            "users needs `role: { type: enum, values: [admin, user] }`".into(),
+        ),
+    }
+}
+
+/// Orders entities so that every referenced entity comes before its referrers.
+fn dependency_order(parsed: &[(RawEntity, PathBuf, Locator)]) -> Result<Vec<usize>, Diagnostic> {
+    let index = |n: &str| parsed.iter().position(|(e, _, _)| e.name == n);
+    let mut order = Vec::new();
+    let mut state = vec![0u8; parsed.len()]; // 0 new, 1 visiting, 2 done
+    fn visit(
+        i: usize,
+        parsed: &[(RawEntity, PathBuf, Locator)],
+        index: &dyn Fn(&str) -> Option<usize>,
+        state: &mut [u8],
+        order: &mut Vec<usize>,
+    ) -> Result<(), Diagnostic> {
+        match state[i] {
+            2 => return Ok(()),
+            1 => {
+                let (e, path, _) = &parsed[i];
+                return Err(Diagnostic {
+                    file: path.clone(),
+                    line: 1,
+                    message: format!("entity `{}` is part of a reference cycle", e.name),
+                });
+            }
+            _ => {}
+        }
+        state[i] = 1;
+        for f in &parsed[i].0.fields {
+            if let FieldType::Reference(t) = &f.ty
+                && let Some(j) = index(t)
+                && j != i
+            {
+                visit(j, parsed, index, state, order)?;
+            }
+        }
+        state[i] = 2;
+        order.push(i);
+        Ok(())
+    }
+    for i in 0..parsed.len() {
+        visit(i, parsed, &index, &mut state, &mut order)?;
+    }
+    Ok(order)
+}
+
+fn build(raw: &RawEntity, path: &Path) -> Result<Entity, String> {
+    let create_schema = json_schema::payload_schema(&raw.name, &raw.fields, true);
+    let update_schema = json_schema::payload_schema(&raw.name, &raw.fields, false);
+    let compile = |s: &Json| {
+        jsonschema::options()
+            .should_validate_formats(true)
+            .build(s)
+            .map_err(|e| format!("internal schema error: {e}"))
+    };
+    Ok(Entity {
+        name: raw.name.clone(),
+        fields: raw.fields.clone(),
+        access: raw.access.clone(),
+        plugins: raw.plugins.clone(),
+        allow_destructive: raw.allow_destructive,
+        source: path.to_path_buf(),
+        create_validator: compile(&create_schema)?,
+        update_validator: compile(&update_schema)?,
+        create_schema,
+        update_schema,
+    })
+}
+
+/// Converts a YAML default to the field's JSON value.
+pub(super) fn default_value(ty: &FieldType, v: &Yaml) -> Result<Json, String> {
+    let j: Json = match v {
+        Yaml::String(s) => return value::coerce_str(ty, s),
+        other => serde_json::to_value(other).map_err(|e| e.to_string())?,
+    };
+    let j = match (ty, &j) {
+        (FieldType::Decimal, Json::Number(n)) => Json::from(n.as_f64().unwrap_or(0.0)),
+        (
+            FieldType::String | FieldType::Text | FieldType::Enum(_),
+            Json::Number(_) | Json::Bool(_),
+        ) => {
+            return value::coerce_str(ty, &j.to_string());
+        }
+        _ => j,
+    };
+    if value::json_matches(ty, &j) {
+        value::normalize(ty, &j)
+    } else {
+        Err(format!("`{j}` is not a valid {}", ty.name()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(name: &str, text: &str) -> (PathBuf, String) {
+        (PathBuf::from(name), text.to_string())
+    }
+
+    #[test]
+    fn reports_every_error_with_lines() {
+        let text = "fields:\n  a: { type: strin }\n  b:\n    type: reference\n    entity: nope\n  c: { type: integer, default: x }\n";
+        let errs = compile_sources(&[src("broken.yaml", text)], &[]).unwrap_err();
+        let shown: Vec<String> = errs.iter().map(|d| d.to_string()).collect();
+        assert!(
+            shown
+                .iter()
+                .any(|s| s.starts_with("broken.yaml:2: ") && s.contains("unknown type")),
+            "{shown:?}"
+        );
+        assert!(
+            shown
+                .iter()
+                .any(|s| s.starts_with("broken.yaml:6: ") && s.contains("default")),
+            "{shown:?}"
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_error_has_line() {
+        let errs = compile_sources(&[src("bad.yaml", "fields:\n  a: [\n")], &[]).unwrap_err();
+        assert_eq!(errs[0].file, PathBuf::from("bad.yaml"));
+        assert!(errs[0].line >= 2);
+    }
+
+    #[test]
+    fn orders_references_first() {
+        let a = "fields:\n  b_id: { type: reference, entity: b }\n";
+        let b = "fields:\n  name: { type: string }\n";
+        let c = compile_sources(&[src("a.yaml", a), src("b.yaml", b)], &[]).unwrap();
+        let names: Vec<&String> = c.entities.keys().collect();
+        let pa = names.iter().position(|n| *n == "a").unwrap();
+        let pb = names.iter().position(|n| *n == "b").unwrap();
+        assert!(pb < pa);
+        assert!(c.get("users").is_some());
+    }
+}

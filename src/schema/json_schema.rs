@@ -1,0 +1,54 @@
+//! Derives the JSON Schema of an entity's create and update payloads from its fields.
+
+use super::{Field, FieldType};
+use serde_json::{Map, Value as Json, json};
+
+/// JSON Schema of one field's value (without the null alternative).
+pub fn field_schema(f: &Field) -> Json {
+    let mut s = match &f.ty {
+        FieldType::String | FieldType::Text => json!({"type": "string"}),
+        FieldType::Integer => json!({"type": "integer"}),
+        FieldType::Decimal => json!({"type": "number"}),
+        FieldType::Boolean => json!({"type": "boolean"}),
+        FieldType::Date => json!({"type": "string", "format": "date"}),
+        FieldType::Datetime => json!({
+            "type": "string",
+            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}Z?$"
+        }),
+        FieldType::Enum(values) => json!({"type": "string", "enum": values}),
+        FieldType::Reference(_) => json!({"type": "integer", "minimum": 1}),
+    };
+    if let Some(n) = f.max_length {
+        s["maxLength"] = json!(n);
+    }
+    if let Some(d) = &f.description {
+        s["description"] = json!(d);
+    }
+    s
+}
+
+/// The schema of a create (`create = true`) or update payload.
+pub fn payload_schema(entity: &str, fields: &[Field], create: bool) -> Json {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    for f in fields {
+        let mut s = field_schema(f);
+        if !f.required {
+            // Optional fields may be cleared with null.
+            let inner = s.clone();
+            s = json!({"anyOf": [inner, {"type": "null"}]});
+        }
+        props.insert(f.name.clone(), s);
+        if create && f.required && f.default.is_none() {
+            required.push(f.name.clone());
+        }
+    }
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": format!("{entity} {}", if create { "create" } else { "update" }),
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": false,
+    })
+}

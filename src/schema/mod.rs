@@ -1,0 +1,209 @@
+//! Entity definitions: the raw YAML model, `compile()` into a validated [`Catalog`], and the
+//! JSON Schema derived for each entity. This module is pure data; storage and the engine read it.
+
+mod compile;
+mod json_schema;
+mod locate;
+mod raw;
+pub mod value;
+
+pub use compile::{Diagnostic, compile_dir, compile_sources};
+
+use indexmap::IndexMap;
+use serde_json::Value as Json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Names no entity field may take: system columns of every table and of the uploader, and
+/// query parameters the HTTP layer reserves.
+pub const RESERVED_FIELDS: &[&str] = &[
+    "id",
+    "created_dt",
+    "updated_dt",
+    "res",
+    "op",
+    "t",
+    "limit",
+    "offset",
+    "bgrs",
+];
+
+/// A role a signed-in user has. `Admin` may do everything a `User` may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Admin,
+}
+
+impl Role {
+    /// Whether a user with role `have` satisfies a requirement of `self`.
+    pub fn admits(self, have: Role) -> bool {
+        matches!((self, have), (Role::User, _) | (Role::Admin, Role::Admin))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "user" => Some(Role::User),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// The type of one entity field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldType {
+    String,
+    Text,
+    Integer,
+    Decimal,
+    Boolean,
+    Date,
+    Datetime,
+    Enum(Vec<String>),
+    Reference(String),
+}
+
+impl FieldType {
+    pub fn name(&self) -> &'static str {
+        match self {
+            FieldType::String => "string",
+            FieldType::Text => "text",
+            FieldType::Integer => "integer",
+            FieldType::Decimal => "decimal",
+            FieldType::Boolean => "boolean",
+            FieldType::Date => "date",
+            FieldType::Datetime => "datetime",
+            FieldType::Enum(_) => "enum",
+            FieldType::Reference(_) => "reference",
+        }
+    }
+
+    /// How values of this type are stored.
+    pub fn col_type(&self) -> ColType {
+        match self {
+            FieldType::Integer | FieldType::Reference(_) => ColType::Int,
+            FieldType::Decimal => ColType::Float,
+            FieldType::Boolean => ColType::Bool,
+            _ => ColType::Text,
+        }
+    }
+}
+
+/// The storage class of a column; the backends bind and decode by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColType {
+    Int,
+    Float,
+    Bool,
+    Text,
+}
+
+/// One compiled field of an entity.
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub name: String,
+    pub ty: FieldType,
+    pub required: bool,
+    /// Default value, already of the field's JSON type.
+    pub default: Option<Json>,
+    pub unique: bool,
+    pub max_length: Option<u64>,
+    /// Write-only: hashed with argon2 before storage and never returned.
+    pub secret: bool,
+    /// Role needed to set this field (beyond the entity's write role).
+    pub write_role: Option<Role>,
+    pub description: Option<String>,
+}
+
+/// Who may do what with an entity.
+#[derive(Debug, Clone)]
+pub struct Access {
+    pub read: Role,
+    pub write: Role,
+    /// Operations a user may do on the record whose id is their own user id, whatever the
+    /// roles above say (used by `users`: read and update of one's own record).
+    pub own_read: bool,
+    pub own_update: bool,
+}
+
+/// A plugin named by an entity, with its settings.
+#[derive(Debug, Clone)]
+pub struct PluginRef {
+    pub name: String,
+    pub settings: Json,
+}
+
+/// One compiled entity.
+#[derive(Debug)]
+pub struct Entity {
+    pub name: String,
+    pub fields: Vec<Field>,
+    pub access: Access,
+    pub plugins: Vec<PluginRef>,
+    pub allow_destructive: bool,
+    pub source: PathBuf,
+    /// JSON Schema of a create payload, and its compiled validator.
+    pub create_schema: Json,
+    pub create_validator: jsonschema::Validator,
+    /// JSON Schema of an update payload (nothing required), and its compiled validator.
+    pub update_schema: Json,
+    pub update_validator: jsonschema::Validator,
+}
+
+impl Entity {
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Column names in row order: `id`, the fields, `created_dt`, `updated_dt`.
+    pub fn columns(&self) -> impl Iterator<Item = &str> {
+        std::iter::once("id")
+            .chain(self.fields.iter().map(|f| f.name.as_str()))
+            .chain(["created_dt", "updated_dt"])
+    }
+
+    /// Column storage types in row order.
+    pub fn col_types(&self) -> Vec<ColType> {
+        std::iter::once(ColType::Int)
+            .chain(self.fields.iter().map(|f| f.ty.col_type()))
+            .chain([ColType::Text, ColType::Text])
+            .collect()
+    }
+
+    /// Column storage type by name (system columns included).
+    pub fn col_type(&self, name: &str) -> Option<ColType> {
+        match name {
+            "id" => Some(ColType::Int),
+            "created_dt" | "updated_dt" => Some(ColType::Text),
+            _ => self.field(name).map(|f| f.ty.col_type()),
+        }
+    }
+
+    /// Fields of this entity that reference `other`.
+    pub fn references_to<'a>(&'a self, other: &'a str) -> impl Iterator<Item = &'a Field> {
+        self.fields
+            .iter()
+            .filter(move |f| matches!(&f.ty, FieldType::Reference(t) if t == other))
+    }
+}
+
+/// The validated set of entities, in a stable order (references before referrers).
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub entities: IndexMap<String, Arc<Entity>>,
+}
+
+impl Catalog {
+    pub fn get(&self, name: &str) -> Option<&Arc<Entity>> {
+        self.entities.get(name)
+    }
+}

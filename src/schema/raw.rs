@@ -1,0 +1,407 @@
+//! Reads one entity YAML document into a [`RawEntity`], collecting every problem it finds
+//! (with the key path it was found at) instead of stopping at the first.
+
+use super::{Access, Field, FieldType, PluginRef, RESERVED_FIELDS, Role};
+use serde_json::Value as Json;
+use serde_yaml::{Mapping, Value as Yaml};
+
+/// One entity as written, before cross-entity checks.
+pub struct RawEntity {
+    pub name: String,
+    pub fields: Vec<Field>,
+    pub access: Access,
+    pub plugins: Vec<PluginRef>,
+    pub allow_destructive: bool,
+}
+
+/// A problem and the key path it belongs to.
+pub struct Problem {
+    pub path: Vec<String>,
+    pub message: String,
+}
+
+#[derive(Default)]
+struct Sink(Vec<Problem>);
+
+impl Sink {
+    fn push(&mut self, path: &[&str], message: impl Into<String>) {
+        self.0.push(Problem {
+            path: path.iter().map(|s| s.to_string()).collect(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Whether `s` is a safe SQL identifier and URL segment: lowercase ASCII, digits, `_`.
+pub fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
+        && s.len() <= 63
+}
+
+pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>) {
+    let mut sink = Sink::default();
+    let Some(map) = doc.as_mapping() else {
+        sink.push(&[], "an entity file must be a YAML mapping");
+        return (None, sink.0);
+    };
+    for key in map.keys() {
+        let k = key.as_str().unwrap_or("");
+        if !matches!(
+            k,
+            "name" | "access" | "fields" | "plugins" | "allow_destructive" | "description"
+        ) {
+            sink.push(&[k], format!("unknown key `{k}`"));
+        }
+    }
+    let name = match map.get("name") {
+        None => default_name.to_string(),
+        Some(Yaml::String(s)) => s.clone(),
+        Some(_) => {
+            sink.push(&["name"], "`name` must be a string");
+            default_name.to_string()
+        }
+    };
+    if !is_identifier(&name) {
+        sink.push(
+            &["name"],
+            format!("entity name `{name}` must be lowercase letters, digits and `_`, starting with a letter"),
+        );
+    }
+    let access = read_access(map.get("access"), &mut sink);
+    let allow_destructive = match map.get("allow_destructive") {
+        None => false,
+        Some(Yaml::Bool(b)) => *b,
+        Some(_) => {
+            sink.push(
+                &["allow_destructive"],
+                "`allow_destructive` must be true or false",
+            );
+            false
+        }
+    };
+    let plugins = read_plugins(map.get("plugins"), &mut sink);
+    let mut fields = Vec::new();
+    match map.get("fields") {
+        Some(Yaml::Mapping(fm)) => {
+            for (k, v) in fm {
+                let Some(fname) = k.as_str() else {
+                    sink.push(&["fields"], "field names must be strings");
+                    continue;
+                };
+                if let Some(f) = read_field(fname, v, &mut sink) {
+                    fields.push(f);
+                }
+            }
+        }
+        None => sink.push(&[], "missing `fields`"),
+        Some(_) => sink.push(
+            &["fields"],
+            "`fields` must be a mapping of field name to definition",
+        ),
+    }
+    let entity = RawEntity {
+        name,
+        fields,
+        access,
+        plugins,
+        allow_destructive,
+    };
+    (Some(entity), sink.0)
+}
+
+fn read_access(v: Option<&Yaml>, sink: &mut Sink) -> Access {
+    let mut access = Access {
+        read: Role::User,
+        write: Role::User,
+        own_read: false,
+        own_update: false,
+    };
+    let Some(v) = v else { return access };
+    let Some(m) = v.as_mapping() else {
+        sink.push(
+            &["access"],
+            "`access` must be a mapping like { read: user, write: admin }",
+        );
+        return access;
+    };
+    for (k, v) in m {
+        let key = k.as_str().unwrap_or("");
+        match key {
+            "read" | "write" => match v.as_str().and_then(Role::parse) {
+                Some(r) if key == "read" => access.read = r,
+                Some(r) => access.write = r,
+                None => sink.push(
+                    &["access", key],
+                    format!("`access.{key}` must be `user` or `admin`"),
+                ),
+            },
+            "own" => match v.as_sequence() {
+                Some(ops) => {
+                    for op in ops {
+                        match op.as_str() {
+                            Some("read") => access.own_read = true,
+                            Some("update") => access.own_update = true,
+                            _ => sink.push(
+                                &["access", "own"],
+                                "`access.own` lists `read` and/or `update`",
+                            ),
+                        }
+                    }
+                }
+                None => sink.push(
+                    &["access", "own"],
+                    "`access.own` must be a list such as [read, update]",
+                ),
+            },
+            other => sink.push(&["access", other], format!("unknown key `access.{other}`")),
+        }
+    }
+    access
+}
+
+fn read_plugins(v: Option<&Yaml>, sink: &mut Sink) -> Vec<PluginRef> {
+    let mut out = Vec::new();
+    match v {
+        None => {}
+        Some(Yaml::Sequence(items)) => {
+            for item in items {
+                match item {
+                    Yaml::String(name) => out.push(PluginRef {
+                        name: name.clone(),
+                        settings: Json::Null,
+                    }),
+                    Yaml::Mapping(m) if m.len() == 1 => {
+                        let (k, v) = m.iter().next().expect("one entry");
+                        let settings = serde_json::to_value(v).unwrap_or(Json::Null);
+                        out.push(PluginRef {
+                            name: k.as_str().unwrap_or("").to_string(),
+                            settings,
+                        });
+                    }
+                    _ => sink.push(
+                        &["plugins"],
+                        "each plugin is a name, or `name: { settings }`",
+                    ),
+                }
+            }
+        }
+        Some(_) => sink.push(&["plugins"], "`plugins` must be a list"),
+    }
+    out
+}
+
+fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
+    let at = |k: &'static str| -> [String; 3] { ["fields".into(), name.into(), k.into()] };
+    let push = |sink: &mut Sink, k: &'static str, msg: String| {
+        let p = at(k);
+        sink.push(&[p[0].as_str(), p[1].as_str(), p[2].as_str()], msg)
+    };
+    if !is_identifier(name) {
+        push(
+            sink,
+            "",
+            format!(
+                "field name `{name}` must be lowercase letters, digits and `_`, starting with a letter"
+            ),
+        );
+    }
+    if RESERVED_FIELDS.contains(&name) {
+        push(sink, "", format!("field name `{name}` is reserved"));
+    }
+    let empty = Mapping::new();
+    let m: &Mapping = match v {
+        Yaml::Mapping(m) => m,
+        Yaml::String(_) => {
+            push(
+                sink,
+                "",
+                format!("field `{name}` must be a mapping such as {{ type: string }}"),
+            );
+            &empty
+        }
+        _ => {
+            push(
+                sink,
+                "",
+                format!("field `{name}` must be a mapping such as {{ type: string }}"),
+            );
+            return None;
+        }
+    };
+    for key in m.keys() {
+        let k = key.as_str().unwrap_or("");
+        if !matches!(
+            k,
+            "type"
+                | "required"
+                | "default"
+                | "unique"
+                | "max_length"
+                | "values"
+                | "entity"
+                | "secret"
+                | "write"
+                | "description"
+        ) {
+            let msg = format!("field `{name}`: unknown key `{k}`");
+            sink.push(&["fields", name, k], msg);
+        }
+    }
+    let flag = |sink: &mut Sink, key: &'static str| match m.get(key) {
+        None => false,
+        Some(Yaml::Bool(b)) => *b,
+        Some(_) => {
+            push(
+                sink,
+                key,
+                format!("field `{name}`: `{key}` must be true or false"),
+            );
+            false
+        }
+    };
+    let required = flag(sink, "required");
+    let unique = flag(sink, "unique");
+    let secret = flag(sink, "secret");
+    let ty = match m.get("type").and_then(Yaml::as_str) {
+        None => {
+            push(sink, "type", format!("field `{name}`: missing `type`"));
+            return None;
+        }
+        Some("string") => FieldType::String,
+        Some("text") => FieldType::Text,
+        Some("integer") => FieldType::Integer,
+        Some("decimal") => FieldType::Decimal,
+        Some("boolean") => FieldType::Boolean,
+        Some("date") => FieldType::Date,
+        Some("datetime") => FieldType::Datetime,
+        Some("enum") => {
+            let values: Vec<String> = m
+                .get("values")
+                .and_then(Yaml::as_sequence)
+                .map(|s| s.iter().filter_map(yaml_scalar_string).collect())
+                .unwrap_or_default();
+            if values.is_empty() {
+                push(
+                    sink,
+                    "values",
+                    format!("field `{name}`: an enum needs a non-empty list `values`"),
+                );
+            }
+            FieldType::Enum(values)
+        }
+        Some("reference") => match m.get("entity").and_then(Yaml::as_str) {
+            Some(e) => FieldType::Reference(e.to_string()),
+            None => {
+                push(
+                    sink,
+                    "entity",
+                    format!("field `{name}`: a reference needs `entity: <entity name>`"),
+                );
+                FieldType::Reference(String::new())
+            }
+        },
+        Some(other) => {
+            push(
+                sink,
+                "type",
+                format!(
+                    "field `{name}`: unknown type `{other}` (string, text, integer, decimal, boolean, date, datetime, enum, reference)"
+                ),
+            );
+            return None;
+        }
+    };
+    if m.contains_key("values") && !matches!(ty, FieldType::Enum(_)) {
+        push(
+            sink,
+            "values",
+            format!("field `{name}`: `values` only applies to enums"),
+        );
+    }
+    if m.contains_key("entity") && !matches!(ty, FieldType::Reference(_)) {
+        push(
+            sink,
+            "entity",
+            format!("field `{name}`: `entity` only applies to references"),
+        );
+    }
+    let max_length = match m.get("max_length") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 && matches!(ty, FieldType::String | FieldType::Text) => Some(n),
+            Some(_) if !matches!(ty, FieldType::String | FieldType::Text) => {
+                push(
+                    sink,
+                    "max_length",
+                    format!("field `{name}`: `max_length` only applies to string and text"),
+                );
+                None
+            }
+            _ => {
+                push(
+                    sink,
+                    "max_length",
+                    format!("field `{name}`: `max_length` must be a positive integer"),
+                );
+                None
+            }
+        },
+    };
+    let write_role = match m.get("write") {
+        None => None,
+        Some(v) => match v.as_str().and_then(Role::parse) {
+            Some(r) => Some(r),
+            None => {
+                push(
+                    sink,
+                    "write",
+                    format!("field `{name}`: `write` must be `user` or `admin`"),
+                );
+                None
+            }
+        },
+    };
+    if secret && !matches!(ty, FieldType::String) {
+        push(
+            sink,
+            "secret",
+            format!("field `{name}`: only string fields can be secret"),
+        );
+    }
+    let default = match m.get("default") {
+        None | Some(Yaml::Null) => None,
+        Some(v) => match super::compile::default_value(&ty, v) {
+            Ok(j) => Some(j),
+            Err(msg) => {
+                push(sink, "default", format!("field `{name}`: default {msg}"));
+                None
+            }
+        },
+    };
+    let description = m
+        .get("description")
+        .and_then(Yaml::as_str)
+        .map(str::to_string);
+    Some(Field {
+        name: name.to_string(),
+        ty,
+        required,
+        default,
+        unique,
+        max_length,
+        secret,
+        write_role,
+        description,
+    })
+}
+
+fn yaml_scalar_string(v: &Yaml) -> Option<String> {
+    match v {
+        Yaml::String(s) => Some(s.clone()),
+        Yaml::Number(n) => Some(n.to_string()),
+        Yaml::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}

@@ -1,0 +1,56 @@
+//! Typed settings of a server: defaults, overridden by environment variables and flags (the
+//! CLI maps both onto this struct).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// SQLite file (default backend) and stored files.
+    pub data_dir: PathBuf,
+    /// Directory of entity YAML files.
+    pub entities_dir: PathBuf,
+    /// `sqlite:...` or `postgres://...`; default: SQLite in the data directory.
+    pub database_url: Option<String>,
+    /// Watch the entities directory and hot-reload.
+    pub dev: bool,
+    /// Password of the `admin` user created on an empty database; random when absent.
+    pub admin_password: Option<String>,
+    /// Largest JSON or form request body.
+    pub max_body_bytes: usize,
+    /// Largest number of items in one batch.
+    pub max_batch_items: usize,
+    /// How long background results are kept.
+    pub result_keep: Duration,
+    /// How long a shutdown waits for running requests.
+    pub shutdown_grace: Duration,
+}
+
+impl Settings {
+    /// Defaults for a server in `data_dir` serving `entities_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>, entities_dir: impl Into<PathBuf>) -> Settings {
+        Settings {
+            bind: "127.0.0.1:8080".parse().expect("valid address"),
+            data_dir: data_dir.into(),
+            entities_dir: entities_dir.into(),
+            database_url: None,
+            dev: false,
+            admin_password: None,
+            max_body_bytes: 256 * 1024 * 1024,
+            max_batch_items: 100_000,
+            result_keep: Duration::from_secs(30 * 24 * 3600),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+
+    /// The database URL in force.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(u) => u.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("entiserve.db").display()),
+        }
+    }
+}

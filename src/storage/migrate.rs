@@ -1,0 +1,47 @@
+//! Brings the fixed tables (users, tokens, the job queue, ...) up to date from the SQL files in
+//! `migrations/<backend>/`, recording each applied version in `schema_versions`.
+
+use super::{Dialect, Storage};
+use crate::schema::ColType;
+
+/// `(version, SQLite script, PostgreSQL script)`, in order.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    include_str!("../../migrations/sqlite/0001_auth.sql"),
+    include_str!("../../migrations/postgres/0001_auth.sql"),
+)];
+
+pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {
+    let dialect = storage.dialect();
+    storage
+        .batch_ddl(&[
+            "CREATE TABLE IF NOT EXISTS \"schema_versions\" (\"version\" BIGINT PRIMARY KEY, \"applied_dt\" TEXT NOT NULL)".to_string(),
+        ])
+        .await?;
+    let applied = storage
+        .fetch(
+            "SELECT COALESCE(MAX(\"version\"), 0) FROM \"schema_versions\"",
+            &[],
+            &[ColType::Int],
+        )
+        .await?
+        .first()
+        .and_then(|r| r[0].as_i64())
+        .unwrap_or(0);
+    for (version, sqlite, pg) in MIGRATIONS {
+        if *version <= applied {
+            continue;
+        }
+        let script = match dialect {
+            Dialect::Sqlite => sqlite,
+            Dialect::Postgres => pg,
+        };
+        let record = format!(
+            "INSERT INTO \"schema_versions\" (\"version\", \"applied_dt\") VALUES ({version}, '{}') ON CONFLICT DO NOTHING",
+            crate::time::now()
+        );
+        storage.batch_ddl(&[script.to_string(), record]).await?;
+        tracing::info!(version, "applied migration");
+    }
+    Ok(())
+}

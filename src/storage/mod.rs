@@ -1,0 +1,188 @@
+//! Storage: one [`Storage`] trait with a SQLite and a PostgreSQL implementation chosen from the
+//! database URL, the fixed tables' migrations, entity SQL built from the catalog only, the
+//! additive DDL plan, and stored files. It executes; it does not decide (that is the engine's).
+
+pub mod ddl;
+pub mod entity;
+mod migrate;
+mod postgres;
+mod sql;
+mod sqlite;
+
+pub use sql::Dialect;
+
+use crate::schema::ColType;
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// A stored value, typed even when null (PostgreSQL needs the type of a bound null).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(Option<i64>),
+    Float(Option<f64>),
+    Bool(Option<bool>),
+    Text(Option<String>),
+}
+
+impl Value {
+    pub fn null(t: ColType) -> Value {
+        match t {
+            ColType::Int => Value::Int(None),
+            ColType::Float => Value::Float(None),
+            ColType::Bool => Value::Bool(None),
+            ColType::Text => Value::Text(None),
+        }
+    }
+
+    pub fn text(s: impl Into<String>) -> Value {
+        Value::Text(Some(s.into()))
+    }
+
+    pub fn int(i: i64) -> Value {
+        Value::Int(Some(i))
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => *v,
+            Value::Float(f) => f.map(|f| f as i64),
+            Value::Bool(b) => b.map(i64::from),
+            Value::Text(t) => t.as_deref().and_then(|t| t.parse().ok()),
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Text(t) => t.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub fn into_string(self) -> Option<String> {
+        match self {
+            Value::Text(t) => t,
+            Value::Int(i) => i.map(|i| i.to_string()),
+            Value::Float(f) => f.map(|f| f.to_string()),
+            Value::Bool(b) => b.map(|b| b.to_string()),
+        }
+    }
+
+    /// The value of a JSON scalar stored in a column of type `t`. The engine has validated the
+    /// JSON against the field, so a mismatch only yields null.
+    pub fn from_json(t: ColType, j: &serde_json::Value) -> Value {
+        use serde_json::Value as J;
+        match (t, j) {
+            (ColType::Int, J::Number(n)) => Value::Int(n.as_i64()),
+            (ColType::Float, J::Number(n)) => Value::Float(n.as_f64()),
+            (ColType::Bool, J::Bool(b)) => Value::Bool(Some(*b)),
+            (ColType::Text, J::String(s)) => Value::Text(Some(s.clone())),
+            (ColType::Text, J::Number(n)) => Value::Text(Some(n.to_string())),
+            (t, _) => Value::null(t),
+        }
+    }
+
+    /// JSON form of a stored value.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Value::Int(Some(i)) => J::from(*i),
+            Value::Float(Some(f)) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Value::Bool(Some(b)) => J::Bool(*b),
+            Value::Text(Some(s)) => J::String(s.clone()),
+            _ => J::Null,
+        }
+    }
+}
+
+/// One row, its values in the order of the statement's columns.
+pub type Row = Vec<Value>;
+
+/// What can go wrong in storage. Database details are logged, never shown to clients.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("unique constraint violated on {column:?}")]
+    Unique { column: Option<String> },
+    #[error("foreign key constraint violated")]
+    ForeignKey,
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// Runs statements: a pool (each statement on its own) or an open transaction.
+#[async_trait]
+pub trait Exec: Send {
+    /// Runs a statement and returns the number of affected rows.
+    async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64>;
+    /// Runs a query and decodes every row's columns with `types`.
+    async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
+}
+
+/// An open write transaction.
+#[async_trait]
+pub trait Tx: Exec {
+    async fn commit(self: Box<Self>) -> Result<()>;
+    async fn rollback(self: Box<Self>) -> Result<()>;
+}
+
+/// A database backend.
+#[async_trait]
+pub trait Storage: Send + Sync + 'static {
+    fn dialect(&self) -> Dialect;
+    /// Starts a write transaction.
+    async fn begin(&self) -> Result<Box<dyn Tx>>;
+    /// Runs a read-only query on the read pool.
+    async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
+    /// Runs one write statement in its own transaction.
+    async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64>;
+    /// Names of the columns of `table`, empty when the table does not exist.
+    async fn table_columns(&self, table: &str) -> Result<Vec<String>>;
+    /// Runs several statements (DDL) in one transaction.
+    async fn batch_ddl(&self, statements: &[String]) -> Result<()>;
+    /// Closes every connection.
+    async fn close(&self);
+}
+
+/// Opens the backend a URL names (`sqlite:` or `postgres:`) and brings its fixed tables up to
+/// date.
+pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Storage>> {
+    let storage: Arc<dyn Storage> =
+        if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Arc::new(postgres::PgStorage::connect(url).await?)
+        } else if url.starts_with("sqlite:") {
+            Arc::new(sqlite::SqliteStorage::connect(url).await?)
+        } else {
+            anyhow::bail!(
+                "unsupported database URL (expected sqlite: or postgres:): {}",
+                redact(url)
+            );
+        };
+    migrate::run(storage.as_ref()).await?;
+    Ok(storage)
+}
+
+/// A URL with its password removed, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}@{}", &url[..s + 3], user, &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Runs statements on a storage's pools, one at a time (reads on the read pool).
+pub struct PoolExec<'a>(pub &'a dyn Storage);
+
+#[async_trait]
+impl Exec for PoolExec<'_> {
+    async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
+        self.0.execute(sql, args).await
+    }
+    async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        self.0.fetch(sql, args, types).await
+    }
+}

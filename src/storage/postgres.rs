@@ -1,0 +1,170 @@
+//! The PostgreSQL backend, for deployments that outgrow one machine.
+
+use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, sql::Dialect};
+use crate::schema::ColType;
+use async_trait::async_trait;
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+
+pub struct PgStorage {
+    pool: PgPool,
+}
+
+impl PgStorage {
+    pub async fn connect(url: &str) -> anyhow::Result<PgStorage> {
+        let opts = PgConnectOptions::from_str(url)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(opts)
+            .await?;
+        Ok(PgStorage { pool })
+    }
+}
+
+type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+fn bind<'q>(mut q: Query<'q>, args: &'q [Value]) -> Query<'q> {
+    for a in args {
+        q = match a {
+            Value::Int(v) => q.bind(*v),
+            Value::Float(v) => q.bind(*v),
+            Value::Bool(v) => q.bind(*v),
+            Value::Text(v) => q.bind(v.as_deref()),
+        };
+    }
+    q
+}
+
+fn decode(row: &PgRow, types: &[ColType]) -> Result<Row> {
+    let mut out = Vec::with_capacity(types.len());
+    for (i, t) in types.iter().enumerate() {
+        let v = match t {
+            ColType::Int => Value::Int(row.try_get::<Option<i64>, _>(i).map_err(db)?),
+            ColType::Float => Value::Float(row.try_get::<Option<f64>, _>(i).map_err(db)?),
+            ColType::Bool => Value::Bool(row.try_get::<Option<bool>, _>(i).map_err(db)?),
+            ColType::Text => Value::Text(row.try_get::<Option<String>, _>(i).map_err(db)?),
+        };
+        out.push(v);
+    }
+    Ok(out)
+}
+
+fn db(e: sqlx::Error) -> StorageError {
+    if let sqlx::Error::Database(d) = &e {
+        match d.kind() {
+            sqlx::error::ErrorKind::UniqueViolation => {
+                // Unique indexes are named `<table>_<column>_key`.
+                let column = match (d.constraint(), d.table()) {
+                    (Some(c), Some(t)) => c
+                        .strip_prefix(t)
+                        .and_then(|c| c.strip_prefix('_'))
+                        .and_then(|c| c.strip_suffix("_key"))
+                        .map(str::to_string),
+                    _ => None,
+                };
+                return StorageError::Unique { column };
+            }
+            sqlx::error::ErrorKind::ForeignKeyViolation => return StorageError::ForeignKey,
+            _ => {}
+        }
+    }
+    StorageError::Database(e.to_string())
+}
+
+async fn exec_on<'c, E>(ex: E, sql: &str, args: &[Value]) -> Result<u64>
+where
+    E: sqlx::Executor<'c, Database = Postgres>,
+{
+    let q = bind(sqlx::query(AssertSqlSafe(sql.to_string())), args);
+    Ok(q.execute(ex).await.map_err(db)?.rows_affected())
+}
+
+async fn fetch_on<'c, E>(ex: E, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>
+where
+    E: sqlx::Executor<'c, Database = Postgres>,
+{
+    let q = bind(sqlx::query(AssertSqlSafe(sql.to_string())), args);
+    let rows = q.fetch_all(ex).await.map_err(db)?;
+    rows.iter().map(|r| decode(r, types)).collect()
+}
+
+struct PgTx(Transaction<'static, Postgres>);
+
+#[async_trait]
+impl Exec for PgTx {
+    async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
+        exec_on(&mut *self.0, sql, args).await
+    }
+    async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        fetch_on(&mut *self.0, sql, args, types).await
+    }
+}
+
+#[async_trait]
+impl Tx for PgTx {
+    async fn commit(self: Box<Self>) -> Result<()> {
+        self.0.commit().await.map_err(db)
+    }
+    async fn rollback(self: Box<Self>) -> Result<()> {
+        self.0.rollback().await.map_err(db)
+    }
+}
+
+#[async_trait]
+impl Storage for PgStorage {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    async fn begin(&self) -> Result<Box<dyn Tx>> {
+        let tx = self.pool.begin().await.map_err(db)?;
+        Ok(Box::new(PgTx(tx)))
+    }
+
+    async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        fetch_on(&self.pool, sql, args, types).await
+    }
+
+    async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64> {
+        exec_on(&self.pool, sql, args).await
+    }
+
+    async fn table_columns(&self, table: &str) -> Result<Vec<String>> {
+        let rows = fetch_on(
+            &self.pool,
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+            &[Value::text(table)],
+            &[ColType::Text],
+        )
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|mut r| r.pop()?.into_string())
+            .collect())
+    }
+
+    async fn batch_ddl(&self, statements: &[String]) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        // One schema change at a time across every server on this database.
+        sqlx::query("SELECT pg_advisory_xact_lock(7262018)")
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        for s in statements {
+            sqlx::raw_sql(AssertSqlSafe(s.clone()))
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        tx.commit().await.map_err(db)
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

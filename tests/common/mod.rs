@@ -1,0 +1,209 @@
+//! Test support: a real server on port 0 with a fresh database (a temp SQLite file, or a new
+//! uniquely named PostgreSQL database when `TEST_DATABASE_URL` is set).
+#![allow(dead_code)]
+
+use entiserve::settings::Settings;
+use reqwest::{Client, Method, RequestBuilder, Response};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+
+pub const ADMIN_PASSWORD: &str = "admin-secret";
+
+/// A running server and what a test needs to talk to it.
+pub struct TestApp {
+    pub base: String,
+    pub client: Client,
+    pub dir: TempDir,
+    pub entities: PathBuf,
+    pub db: Option<PgDb>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A throwaway PostgreSQL database, dropped with the test.
+pub struct PgDb {
+    pub admin_url: String,
+    pub name: String,
+    pub url: String,
+}
+
+impl PgDb {
+    pub async fn create(admin_url: &str) -> PgDb {
+        use sqlx::Connection;
+        let name = format!("entiserve_test_{}", hex::encode(rand::random::<[u8; 6]>()));
+        let mut conn = sqlx::PgConnection::connect(admin_url)
+            .await
+            .expect("connect to TEST_DATABASE_URL");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(&mut conn)
+            .await
+            .expect("create test database");
+        let base = admin_url
+            .rsplit_once('/')
+            .map(|(b, _)| b)
+            .unwrap_or(admin_url);
+        PgDb {
+            admin_url: admin_url.to_string(),
+            url: format!("{base}/{name}"),
+            name,
+        }
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let (url, name) = (self.admin_url.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                use sqlx::Connection;
+                if let Ok(mut c) = sqlx::PgConnection::connect(&url).await {
+                    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut c).await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+/// The shipped entity files.
+pub fn shipped_entities() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("entities")
+}
+
+/// Settings for a test server in `dir`.
+pub async fn test_settings(dir: &Path, entities: &Path) -> (Settings, Option<PgDb>) {
+    let mut s = Settings::new(dir.join("data"), entities);
+    s.bind = "127.0.0.1:0".parse().unwrap();
+    s.admin_password = Some(ADMIN_PASSWORD.into());
+    s.shutdown_grace = std::time::Duration::from_secs(2);
+    let db = match std::env::var("TEST_DATABASE_URL") {
+        Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
+        _ => None,
+    };
+    s.database_url = db.as_ref().map(|d| d.url.clone());
+    (s, db)
+}
+
+/// Starts a server on the shipped entities.
+pub async fn spawn_app() -> TestApp {
+    spawn_with(|_| {}).await
+}
+
+/// Starts a server; `adjust` may change the settings (its entities dir is a copy of the
+/// shipped one, free to edit).
+pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    let dir = tempfile::tempdir().unwrap();
+    let entities = dir.path().join("entities");
+    std::fs::create_dir_all(&entities).unwrap();
+    for e in std::fs::read_dir(shipped_entities()).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, entities.join(p.file_name().unwrap())).unwrap();
+    }
+    let (mut s, db) = test_settings(dir.path(), &entities).await;
+    adjust(&mut s);
+    start(dir, entities, s, db).await
+}
+
+pub async fn start(dir: TempDir, entities: PathBuf, s: Settings, db: Option<PgDb>) -> TestApp {
+    let app = entiserve::App::build(s).await.expect("server builds");
+    let base = format!("http://{}", app.addr());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        app.run_until(async {
+            let _ = rx.await;
+        })
+        .await
+        .expect("server runs");
+    });
+    TestApp {
+        base,
+        client: Client::new(),
+        dir,
+        entities,
+        db,
+        shutdown: Some(tx),
+        handle: Some(handle),
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A request as `admin`.
+    pub fn admin(&self, m: Method, path: &str) -> RequestBuilder {
+        self.client
+            .request(m, self.url(path))
+            .basic_auth("admin", Some(ADMIN_PASSWORD))
+    }
+
+    /// A request as `login` with `password`.
+    pub fn as_user(&self, login: &str, password: &str, m: Method, path: &str) -> RequestBuilder {
+        self.client
+            .request(m, self.url(path))
+            .basic_auth(login, Some(password))
+    }
+
+    /// Creates a user with role `user` and returns its id.
+    pub async fn create_user(&self, login: &str, password: &str) -> i64 {
+        let r = self
+            .admin(Method::POST, "/users")
+            .json(&serde_json::json!({"login": login, "password": password}))
+            .send()
+            .await
+            .unwrap();
+        let (s, b) = json(r).await;
+        assert_eq!(s, 200, "{b}");
+        b["id"].as_i64().unwrap()
+    }
+
+    /// Creates an object as admin and returns it.
+    pub async fn create(&self, entity: &str, body: Json) -> Json {
+        let r = self
+            .admin(Method::POST, &format!("/{entity}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let (s, b) = json(r).await;
+        assert_eq!(s, 200, "create {entity}: {b}");
+        b
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.await;
+        }
+    }
+}
+
+/// Status and JSON body of a response.
+pub async fn json(r: Response) -> (u16, Json) {
+    let s = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({s}): {text}"));
+    (s, body)
+}
+
+/// Asserts the contract's error shape and returns the code.
+pub fn error_code(body: &Json) -> String {
+    let obj = body.as_object().expect("error body is an object");
+    assert!(obj["description"].is_string(), "{body}");
+    for k in obj.keys() {
+        assert!(
+            ["error", "description", "fields"].contains(&k.as_str()),
+            "unexpected key {k} in {body}"
+        );
+    }
+    obj["error"].as_str().unwrap().to_string()
+}
