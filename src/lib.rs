@@ -8,6 +8,7 @@ pub mod auth;
 pub mod catalog;
 pub mod engine;
 pub mod http;
+pub mod jobs;
 pub mod schema;
 pub mod settings;
 pub mod storage;
@@ -23,6 +24,9 @@ use std::sync::Arc;
 
 /// Plugin names entity files may use.
 pub const KNOWN_PLUGINS: &[&str] = &[];
+
+/// Background workers per server.
+const WORKERS: usize = 2;
 
 /// A built server, bound and ready to run.
 pub struct App {
@@ -56,11 +60,11 @@ impl App {
             .context("cannot prepare the entity tables")?;
         let auth = Arc::new(auth::Auth::new(storage.clone()));
         let forget = auth.clone();
-        let engine = Engine {
-            catalog: CatalogHandle::new(catalog),
-            storage: storage.clone(),
-            user_changed: Arc::new(move |id| forget.cache.forget_user(id)),
-        };
+        let engine = Engine::new(
+            CatalogHandle::new(catalog),
+            storage.clone(),
+            Arc::new(move |id| forget.cache.forget_user(id)),
+        );
         let generated_admin_password = auth
             .bootstrap(&engine, settings.admin_password.clone())
             .await?;
@@ -73,10 +77,14 @@ impl App {
             .first()
             .and_then(|a| a.as_socket_addr().copied())
             .context("the listener has no address")?;
+        let settings = Arc::new(settings);
+        let jobs = jobs::Jobs::new(engine.clone(), settings.clone());
+        jobs.release_stale_local().await?;
         let state = Arc::new(http::AppState {
             engine,
             auth,
-            settings: Arc::new(settings),
+            settings,
+            jobs,
         });
         Ok(App {
             state,
@@ -98,10 +106,22 @@ impl App {
     ) -> anyhow::Result<()> {
         let grace = self.state.settings.shutdown_grace;
         let storage = self.state.engine.storage.clone();
-        tracing::info!(addr = %self.addr, "listening");
+        let jobs = self.state.jobs.clone();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut tasks = jobs.spawn_workers(WORKERS, stop_rx.clone());
+        tasks.push(jobs.spawn_sweeper(stop_rx));
+        tracing::info!(addr = %self.addr, worker = %jobs.worker_id, "listening");
         poem::Server::new_with_acceptor(self.acceptor)
             .run_with_graceful_shutdown(http::app(self.state), shutdown, Some(grace))
             .await?;
+        // Running chunks commit; then the leases are handed back for the next start.
+        let _ = stop_tx.send(true);
+        for t in tasks {
+            let _ = t.await;
+        }
+        if let Err(e) = jobs.release_all().await {
+            tracing::warn!(error = %e, "cannot release background request leases");
+        }
         storage.close().await;
         tracing::info!("stopped");
         Ok(())

@@ -2,8 +2,10 @@
 //! become a [`Call`], which is checked against the entity's compiled schema and access rules
 //! ([`prepare`]), then executed in a storage transaction ([`exec`]). The engine knows no HTTP.
 
+pub mod batch;
 mod error;
 pub mod exec;
+mod group;
 pub mod prepare;
 pub mod read;
 pub mod render;
@@ -71,13 +73,46 @@ pub struct Engine {
     pub catalog: CatalogHandle,
     pub storage: Arc<dyn Storage>,
     pub user_changed: UserChanged,
+    /// The group-commit writer, on single-writer backends.
+    writer: Option<group::Queue>,
 }
 
 impl Engine {
-    /// Runs one call in its own transaction.
+    /// An engine; on SQLite it starts the group-commit writer (needs a tokio runtime).
+    pub fn new(
+        catalog: CatalogHandle,
+        storage: Arc<dyn Storage>,
+        user_changed: UserChanged,
+    ) -> Engine {
+        let mut e = Engine {
+            catalog,
+            storage,
+            user_changed,
+            writer: None,
+        };
+        if e.storage.dialect() == crate::storage::Dialect::Sqlite {
+            e.writer = Some(group::spawn(e.clone()));
+        }
+        e
+    }
+
+    /// Runs one call: in a shared group-commit transaction on SQLite, in its own transaction
+    /// otherwise.
     pub async fn call(&self, caller: &Caller, call: &Call) -> Outcome {
         let catalog = self.catalog.load();
         let prepared = prepare::prepare(&catalog, caller, call).await?;
+        if let Some(w) = &self.writer {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            let job = group::Job {
+                caller: caller.clone(),
+                prepared,
+                reply,
+            };
+            if w.send(job).await.is_err() {
+                return Err(CallError::Internal);
+            }
+            return rx.await.unwrap_or(Err(CallError::Internal));
+        }
         let mut tx = self.storage.begin().await.map_err(internal)?;
         let out = exec::execute(self, tx.as_mut(), caller, &prepared, false).await;
         match out {

@@ -1,6 +1,7 @@
 //! The CRUD routes of every entity: list (JSON or `t=csv`), get, create, update, delete.
 //! Each change becomes one engine [`Call`].
 
+use super::batch;
 use super::body::{self, Payload};
 use super::error::{ApiError, Result};
 use super::{AppState, Authed, json_response};
@@ -89,17 +90,16 @@ pub async fn get_one(
 }
 
 /// The parameters of a single create or update: query-string fields, overridden by the body's.
-async fn single_params(
+fn single_params(
     state: &AppState,
     req: &Request,
-    body: Body,
+    payload: Payload,
     entity: &str,
 ) -> Result<Map<String, Json>> {
     let catalog = state.engine.catalog.load();
     let e = catalog
         .get(entity)
         .ok_or_else(|| CallError::UnknownEntity(entity.to_string()))?;
-    let payload = body::read(req, body, state.settings.max_body_bytes).await?;
     let mut params = prepare::coerce_strings(e, body::field_pairs(body::query_pairs(req)?))?;
     match payload {
         Payload::None => {}
@@ -114,9 +114,66 @@ async fn single_params(
     Ok(params)
 }
 
-async fn run(state: &AppState, caller: &Caller, call: Call) -> Result<Response> {
+/// Runs a single call now, or queues it with `bgrs=1`.
+async fn run(state: &AppState, req: &Request, caller: &Caller, call: Call) -> Result<Response> {
+    if batch::bgrs_flag(&body::query_pairs(req)?)? == Some(true) {
+        return batch::background_call(state, req, caller, call).await;
+    }
     let obj = state.engine.call(caller, &call).await?;
     Ok(json_response(StatusCode::OK, &obj))
+}
+
+fn json_content_type(req: &Request) -> bool {
+    req.header("content-type").is_some_and(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .eq_ignore_ascii_case("application/json")
+    })
+}
+
+/// A JSON array on a collection route is a batch.
+async fn collection(
+    state: &AppState,
+    req: &Request,
+    body: Body,
+    caller: &Caller,
+    entity: String,
+    op: Op,
+) -> Result<Response> {
+    let payload = body::read(req, body, state.settings.max_body_bytes).await?;
+    match (op, payload) {
+        (_, Payload::Array(items)) => {
+            if !json_content_type(req) {
+                return Err(ApiError::UnsupportedMediaType(
+                    "a batch must be sent as application/json".into(),
+                ));
+            }
+            batch::run(state, req, caller, &entity, op, items).await
+        }
+        (Op::Create, payload) => {
+            let params = single_params(state, req, payload, &entity)?;
+            run(
+                state,
+                req,
+                caller,
+                Call {
+                    entity,
+                    op,
+                    id: None,
+                    params,
+                },
+            )
+            .await
+        }
+        (Op::Update, _) => Err(ApiError::MethodNotAllowed(format!(
+            "PUT on a collection takes a JSON array of objects with `id`; a single update goes to /{entity}/<id>"
+        ))),
+        (Op::Delete, _) => Err(ApiError::MethodNotAllowed(format!(
+            "DELETE on a collection takes a JSON array of ids; a single delete goes to /{entity}/<id>"
+        ))),
+    }
 }
 
 #[handler]
@@ -127,32 +184,29 @@ pub async fn post_collection(
     Authed(caller): Authed,
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
-    let params = single_params(state, req, body, &entity).await?;
-    run(
-        state,
-        &caller,
-        Call {
-            entity,
-            op: Op::Create,
-            id: None,
-            params,
-        },
-    )
-    .await
+    collection(state, req, body, &caller, entity, Op::Create).await
 }
 
 #[handler]
-pub async fn put_collection(Path(entity): Path<String>) -> Result<Response> {
-    Err(ApiError::MethodNotAllowed(format!(
-        "PUT needs an id: /{entity}/<id>"
-    )))
+pub async fn put_collection(
+    req: &Request,
+    body: Body,
+    Path(entity): Path<String>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    collection(state, req, body, &caller, entity, Op::Update).await
 }
 
 #[handler]
-pub async fn delete_collection(Path(entity): Path<String>) -> Result<Response> {
-    Err(ApiError::MethodNotAllowed(format!(
-        "DELETE needs an id: /{entity}/<id>"
-    )))
+pub async fn delete_collection(
+    req: &Request,
+    body: Body,
+    Path(entity): Path<String>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    collection(state, req, body, &caller, entity, Op::Delete).await
 }
 
 #[handler]
@@ -164,9 +218,11 @@ pub async fn update(
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
     let id = parse_id(&entity, &id)?;
-    let params = single_params(state, req, body, &entity).await?;
+    let payload = body::read(req, body, state.settings.max_body_bytes).await?;
+    let params = single_params(state, req, payload, &entity)?;
     run(
         state,
+        req,
         &caller,
         Call {
             entity,
@@ -180,6 +236,7 @@ pub async fn update(
 
 #[handler]
 pub async fn delete(
+    req: &Request,
     Path((entity, id)): Path<(String, String)>,
     Authed(caller): Authed,
     Data(state): Data<&Arc<AppState>>,
@@ -191,5 +248,5 @@ pub async fn delete(
         id: Some(id),
         params: Map::new(),
     };
-    run(state, &caller, call).await
+    run(state, req, &caller, call).await
 }

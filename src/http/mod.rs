@@ -3,6 +3,8 @@
 //! `/v2.5`.
 
 mod auth;
+pub mod batch;
+mod bgrs;
 pub mod body;
 mod crud;
 pub mod error;
@@ -25,6 +27,7 @@ pub struct AppState {
     pub engine: Engine,
     pub auth: Arc<Auth>,
     pub settings: Arc<Settings>,
+    pub jobs: crate::jobs::Jobs,
 }
 
 /// The signed-in caller of a request (HTTP Basic, bearer token or `_token=`).
@@ -70,6 +73,12 @@ fn routes(mut r: Route, p: &str) -> Route {
     r = r
         .at(format!("{p}/auth/token"), post(auth::token))
         .at(format!("{p}/users/me"), get(auth::me))
+        .at(format!("{p}/bgrs"), get(bgrs::list))
+        .at(format!("{p}/bgrs/:rid"), get(bgrs::record))
+        .at(format!("{p}/bgrs/:rid/details"), get(bgrs::details))
+        .at(format!("{p}/bgrs/:rid/result"), get(bgrs::result))
+        .at(format!("{p}/bgrs/:rid/events"), get(bgrs::events))
+        .at(format!("{p}/media/keep1m/:file"), get(bgrs::media))
         .at(
             format!("{p}/:entity"),
             get(crud::list)

@@ -14,6 +14,9 @@ pub struct RawEntity {
     pub allow_destructive: bool,
 }
 
+/// Names taken by built-in routes.
+const RESERVED_ENTITIES: &[&str] = &["bgrs", "auth", "tools", "media", "healthz", "docs", "files"];
+
 /// A problem and the key path it belongs to.
 pub struct Problem {
     pub path: Vec<String>,
@@ -67,6 +70,12 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
         sink.push(
             &["name"],
             format!("entity name `{name}` must be lowercase letters, digits and `_`, starting with a letter"),
+        );
+    }
+    if RESERVED_ENTITIES.contains(&name.as_str()) {
+        sink.push(
+            &["name"],
+            format!("entity name `{name}` is reserved for a built-in route"),
         );
     }
     let access = read_access(map.get("access"), &mut sink);

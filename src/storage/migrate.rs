@@ -5,11 +5,18 @@ use super::{Dialect, Storage};
 use crate::schema::ColType;
 
 /// `(version, SQLite script, PostgreSQL script)`, in order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    include_str!("../../migrations/sqlite/0001_auth.sql"),
-    include_str!("../../migrations/postgres/0001_auth.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        include_str!("../../migrations/sqlite/0001_auth.sql"),
+        include_str!("../../migrations/postgres/0001_auth.sql"),
+    ),
+    (
+        2,
+        include_str!("../../migrations/sqlite/0002_jobs.sql"),
+        include_str!("../../migrations/postgres/0002_jobs.sql"),
+    ),
+];
 
 pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {
     let dialect = storage.dialect();

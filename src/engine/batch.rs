@@ -1,0 +1,139 @@
+//! Batches: JSON array items become calls, and calls run in chunks, many per transaction.
+//! On PostgreSQL each call runs in a savepoint so a failing one leaves the others; on SQLite
+//! a failing statement undoes only itself, so no savepoint is needed.
+
+use super::prepare::{self, Prepared};
+use super::{Call, CallError, Caller, Engine, Op, Outcome, exec};
+use crate::storage::{Dialect, StorageError, Tx};
+use serde_json::{Map, Value as Json};
+
+/// The call a batch item stands for, or why it stands for none.
+pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
+    let id_of = |v: &Json| -> Option<i64> {
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    };
+    match (op, item) {
+        (Op::Create, Json::Object(m)) => Ok(Call {
+            entity: entity.to_string(),
+            op,
+            id: None,
+            params: m.clone(),
+        }),
+        (Op::Update, Json::Object(m)) => {
+            let id = m.get("id").and_then(id_of).ok_or_else(|| {
+                CallError::invalid_field("id", "each item of a PUT batch needs an integer `id`")
+            })?;
+            let mut params = m.clone();
+            params.remove("id");
+            Ok(Call {
+                entity: entity.to_string(),
+                op,
+                id: Some(id),
+                params,
+            })
+        }
+        (Op::Delete, Json::Object(m)) => {
+            let id = m.get("id").and_then(id_of).ok_or_else(|| {
+                CallError::invalid_field("id", "each item of a DELETE batch needs an integer `id`")
+            })?;
+            Ok(Call {
+                entity: entity.to_string(),
+                op,
+                id: Some(id),
+                params: Map::new(),
+            })
+        }
+        (Op::Delete, v) => match id_of(v) {
+            Some(id) => Ok(Call {
+                entity: entity.to_string(),
+                op,
+                id: Some(id),
+                params: Map::new(),
+            }),
+            None => Err(CallError::invalid_field(
+                "id",
+                "a DELETE batch item is an id or an object with `id`",
+            )),
+        },
+        _ => Err(CallError::Invalid {
+            description: "a batch item must be a JSON object".into(),
+            fields: Default::default(),
+        }),
+    }
+}
+
+impl Engine {
+    /// Runs `calls` in order inside `tx` and returns one outcome per call. An `Err` means the
+    /// database failed and the transaction must be rolled back.
+    pub async fn run_chunk(
+        &self,
+        tx: &mut dyn Tx,
+        caller: &Caller,
+        calls: Vec<Result<Call, CallError>>,
+    ) -> Result<(Vec<Outcome>, Vec<Prepared>), StorageError> {
+        let catalog = self.catalog.load();
+        let isolate = self.storage.dialect() == Dialect::Postgres;
+        let mut outcomes = Vec::with_capacity(calls.len());
+        let mut changed = Vec::new();
+        for call in calls {
+            let prepared = match call {
+                Ok(c) => prepare::prepare(&catalog, caller, &c).await,
+                Err(e) => Err(e),
+            };
+            let outcome = match prepared {
+                Ok(p) => {
+                    let o = exec::execute(self, tx, caller, &p, isolate).await?;
+                    if o.is_ok() && p.entity.name == "users" {
+                        changed.push(p);
+                    }
+                    o
+                }
+                Err(e) => Err(e),
+            };
+            outcomes.push(outcome);
+        }
+        Ok((outcomes, changed))
+    }
+
+    /// Runs a whole batch synchronously, in chunks of `chunk` calls per transaction.
+    pub async fn run_batch(
+        &self,
+        caller: &Caller,
+        calls: Vec<Result<Call, CallError>>,
+        chunk: usize,
+    ) -> Vec<Outcome> {
+        let mut out = Vec::with_capacity(calls.len());
+        let mut rest = calls.into_iter().peekable();
+        while rest.peek().is_some() {
+            let part: Vec<_> = rest.by_ref().take(chunk.max(1)).collect();
+            let n = part.len();
+            let result = match self.storage.begin().await {
+                Ok(mut tx) => match self.run_chunk(tx.as_mut(), caller, part).await {
+                    Ok((o, changed)) => match tx.commit().await {
+                        Ok(()) => {
+                            for p in &changed {
+                                self.after(p);
+                            }
+                            Ok(o)
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => {
+                        let _ = tx.rollback().await;
+                        Err(e)
+                    }
+                },
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(o) => out.extend(o),
+                Err(e) => {
+                    let err = super::internal(e);
+                    out.extend(std::iter::repeat_n(Err(err), n));
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,175 @@
+//! Batches (a JSON array on a collection route) and single calls turned into background
+//! requests with `bgrs=1`.
+
+use super::error::{ApiError, Result};
+use super::{AppState, json_response};
+use crate::engine::batch::item_call;
+use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
+use crate::jobs::queue::{NewRequest, Reply};
+use poem::http::StatusCode;
+use poem::{Request, Response};
+use serde_json::{Value as Json, json};
+
+/// Items per transaction of a synchronous batch.
+const SYNC_CHUNK: usize = 2000;
+
+/// The `bgrs` query parameter: `Some(true)` for 1/yes/true, `Some(false)` for 0/no/false.
+pub fn bgrs_flag(pairs: &[(String, String)]) -> Result<Option<bool>> {
+    match super::body::query_param(pairs, "bgrs") {
+        None => Ok(None),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "yes" | "true" => Ok(Some(true)),
+            "0" | "no" | "false" => Ok(Some(false)),
+            _ => Err(ApiError::BadRequest(
+                "`bgrs` must be 1, yes, true, 0, no or false".into(),
+            )),
+        },
+    }
+}
+
+fn idempotency_key(req: &Request) -> Result<Option<String>> {
+    match req.header("idempotency-key") {
+        None => Ok(None),
+        Some(k) if !k.is_empty() && k.len() <= 255 => Ok(Some(k.to_string())),
+        Some(_) => Err(ApiError::BadRequest(
+            "`Idempotency-Key` must be 1 to 255 characters".into(),
+        )),
+    }
+}
+
+fn reply_response(r: Reply) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(r.status).unwrap_or(StatusCode::OK))
+        .content_type(r.content_type)
+        .body(r.body)
+}
+
+fn accepted(rid: &str) -> Response {
+    json_response(StatusCode::ACCEPTED, &json!({"request": rid}))
+}
+
+/// The JSON text of batch result items.
+pub fn results_json(outcomes: &[Outcome]) -> String {
+    let mut out = String::with_capacity(outcomes.len() * 160 + 2);
+    out.push('[');
+    for (i, o) in outcomes.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let (status, body) = outcome_parts(o);
+        push_item(&mut out, i64::from(status), &body.to_string());
+    }
+    out.push(']');
+    out
+}
+
+/// Appends one `{"status": s, "body": "<json text>"}` item.
+pub fn push_item(out: &mut String, status: i64, body_text: &str) {
+    out.push_str("{\"status\":");
+    out.push_str(&status.to_string());
+    out.push_str(",\"body\":");
+    out.push_str(&serde_json::to_string(body_text).unwrap_or_else(|_| "\"\"".into()));
+    out.push('}');
+}
+
+/// Runs a batch of `items` on `entity`: in the background unless `bgrs` is false.
+pub async fn run(
+    state: &AppState,
+    req: &Request,
+    caller: &Caller,
+    entity: &str,
+    op: Op,
+    items: Vec<Json>,
+) -> Result<Response> {
+    if state.engine.catalog.load().get(entity).is_none() {
+        return Err(CallError::UnknownEntity(entity.to_string()).into());
+    }
+    let max = state.settings.max_batch_items;
+    if items.len() > max {
+        return Err(ApiError::TooLarge(format!(
+            "a batch holds at most {max} items; this one has {}",
+            items.len()
+        )));
+    }
+    let pairs = super::body::query_pairs(req)?;
+    let background = bgrs_flag(&pairs)?.unwrap_or(true);
+    let key = idempotency_key(req)?;
+    let jobs = &state.jobs;
+    let internal = |e| ApiError::Call(crate::engine::internal(e));
+    if background {
+        let new = NewRequest {
+            user_id: caller.id,
+            name: "batch".into(),
+            kind: "batch".into(),
+            entity: entity.to_string(),
+            params: json!({"op": op}),
+            items,
+            total: None,
+            content_type: "application/json".into(),
+        };
+        return Ok(
+            match jobs.enqueue(new, key.as_deref()).await.map_err(internal)? {
+                Ok(rid) => accepted(&rid),
+                Err(reply) => reply_response(reply),
+            },
+        );
+    }
+    if let Some(k) = &key {
+        let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
+        if let Some(reply) = jobs
+            .idempotent_reply(&mut pool, caller.id, k)
+            .await
+            .map_err(internal)?
+        {
+            return Ok(reply_response(reply));
+        }
+    }
+    let calls: Vec<Result<Call, CallError>> =
+        items.iter().map(|i| item_call(entity, op, i)).collect();
+    let outcomes = state.engine.run_batch(caller, calls, SYNC_CHUNK).await;
+    let body = results_json(&outcomes);
+    if let Some(k) = &key {
+        let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
+        jobs.remember_reply(&mut pool, caller.id, k, 200, &body, "application/json")
+            .await
+            .map_err(internal)?;
+    }
+    Ok(Response::builder()
+        .content_type("application/json")
+        .body(body))
+}
+
+/// Queues one call as a background request named after its method and path.
+pub async fn background_call(
+    state: &AppState,
+    req: &Request,
+    caller: &Caller,
+    call: Call,
+) -> Result<Response> {
+    if state.engine.catalog.load().get(&call.entity).is_none() {
+        return Err(CallError::UnknownEntity(call.entity.clone()).into());
+    }
+    let key = idempotency_key(req)?;
+    let new = NewRequest {
+        user_id: caller.id,
+        name: format!("{} {}", req.method(), req.uri().path()),
+        kind: "call".into(),
+        entity: call.entity.clone(),
+        params: Json::Null,
+        items: vec![serde_json::to_value(&call).map_err(|_| ApiError::Call(CallError::Internal))?],
+        total: None,
+        content_type: "application/json".into(),
+    };
+    let internal = |e| ApiError::Call(crate::engine::internal(e));
+    Ok(
+        match state
+            .jobs
+            .enqueue(new, key.as_deref())
+            .await
+            .map_err(internal)?
+        {
+            Ok(rid) => accepted(&rid),
+            Err(reply) => reply_response(reply),
+        },
+    )
+}

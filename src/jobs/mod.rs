@@ -1,0 +1,72 @@
+//! Durable background requests. A request, its items, each item's result and its details log
+//! are rows in the database; workers claim requests atomically, run their items in chunks
+//! (each chunk's effects, results and progress commit in one transaction, under the worker's
+//! lease), heartbeat, and take over requests whose worker died. Nothing here needs an HTTP
+//! request in hand.
+
+pub mod queue;
+pub mod record;
+mod runner;
+pub mod sweeper;
+
+use crate::engine::Engine;
+use crate::settings::Settings;
+use crate::storage::Storage;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// `status_id` values.
+pub const IN_PROGRESS: i64 = 2;
+pub const FINISHED: i64 = 4;
+pub const CANCELLED: i64 = 5;
+
+/// The name of a status.
+pub fn status_name(id: i64) -> &'static str {
+    match id {
+        IN_PROGRESS => "in progress",
+        FINISHED => "finished",
+        CANCELLED => "cancelled",
+        _ => "unknown",
+    }
+}
+
+/// Seconds without a heartbeat after which another worker takes a request over.
+pub const LEASE_SECS: i64 = 15;
+
+/// The background-request service of one server.
+#[derive(Clone)]
+pub struct Jobs {
+    pub engine: Engine,
+    pub storage: Arc<dyn Storage>,
+    pub settings: Arc<Settings>,
+    /// This server's worker identity (unique per start).
+    pub worker_id: String,
+    wake: Arc<Notify>,
+}
+
+impl Jobs {
+    pub fn new(engine: Engine, settings: Arc<Settings>) -> Jobs {
+        let worker_id = format!(
+            "{}-{}",
+            std::process::id(),
+            hex::encode(rand::random::<[u8; 4]>())
+        );
+        Jobs {
+            storage: engine.storage.clone(),
+            engine,
+            settings,
+            worker_id,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Wakes an idle worker (after an enqueue).
+    pub fn notify(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
