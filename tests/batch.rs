@@ -1,0 +1,598 @@
+//! Batches and background requests (CONTRACT.md sections 5 and 6) against a real server.
+
+mod common;
+
+use common::*;
+use reqwest::Method;
+use serde_json::{Value as Json, json};
+use std::time::{Duration, Instant};
+
+/// Waits until request `rid` is finished and returns its record.
+async fn wait_finished(app: &TestApp, rid: &str) -> Json {
+    let start = Instant::now();
+    loop {
+        let (s, b) = json(
+            app.admin(Method::GET, &format!("/bgrs/{rid}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{b}");
+        let rec = b[0].clone();
+        if rec["status_id"] == "4" {
+            return rec;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "request {rid} did not finish: {rec}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn submit(app: &TestApp, m: Method, path: &str, body: Json) -> String {
+    let (s, b) = json(app.admin(m, path).json(&body).send().await.unwrap()).await;
+    assert_eq!(s, 202, "{b}");
+    let rid = b["request"].as_str().unwrap().to_string();
+    assert_eq!(b.as_object().unwrap().len(), 1);
+    assert_eq!(rid.len(), 32);
+    assert!(
+        rid.chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+    rid
+}
+
+async fn result(app: &TestApp, rid: &str) -> Vec<(u16, Json)> {
+    let (s, b) = json(
+        app.admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    items(&b)
+}
+
+/// Result items as (status, parsed body), checking the exact shape.
+fn items(b: &Json) -> Vec<(u16, Json)> {
+    b.as_array()
+        .expect("an array")
+        .iter()
+        .map(|i| {
+            let o = i.as_object().unwrap();
+            assert_eq!(o.len(), 2, "{i}");
+            let body = serde_json::from_str(o["body"].as_str().expect("body is a string")).unwrap();
+            (
+                o["status"].as_u64().expect("status is an integer") as u16,
+                body,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn background_batch_with_a_bad_item_among_good_ones() {
+    let app = spawn_app().await;
+    let rid = submit(
+        &app,
+        Method::POST,
+        "/v2.5/campaigns",
+        json!([{"name": "a"}, {"nam": "b"}, {"name": "c", "type": "x"}, {"name": "d"}]),
+    )
+    .await;
+    let rec = wait_finished(&app, &rid).await;
+    let keys: Vec<&String> = rec.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "id",
+            "rid",
+            "user_id",
+            "name",
+            "created_dt",
+            "status_id",
+            "status_name",
+            "progress",
+            "finished_dt",
+            "result",
+            "status",
+            "content_type"
+        ]
+    );
+    assert!(
+        rec.as_object().unwrap().values().all(Json::is_string),
+        "{rec}"
+    );
+    assert_eq!(rec["status_name"], "finished");
+    assert_eq!(rec["progress"], "100.00");
+    assert_eq!(rec["name"], "batch");
+    assert_eq!(rec["status"], "200");
+    assert_eq!(rec["rid"], rid.as_str());
+    assert_eq!(rec["finished_dt"].as_str().unwrap().len(), 19);
+    assert_eq!(
+        rec["result"],
+        format!("media/keep1m/bgrs.{rid}.result.json")
+    );
+
+    let r = result(&app, &rid).await;
+    let statuses: Vec<u16> = r.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, [200, 400, 400, 200]);
+    assert_eq!(r[0].1["name"], "a");
+    assert!(r[0].1["id"].as_i64().is_some());
+    assert_eq!(r[1].1["error"], "unknown_field");
+    assert_eq!(r[3].1["name"], "d");
+    let listed = app.admin(Method::GET, "/campaigns").send().await.unwrap();
+    assert_eq!(listed.headers()["x-total-count"], "2");
+
+    // The stored file path serves the same result; unprefixed result route too.
+    let (s, same) = json(
+        app.admin(
+            Method::GET,
+            &format!("/media/keep1m/bgrs.{rid}.result.json"),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(items(&same), r);
+    let (s, _) = json(
+        app.admin(Method::GET, &format!("/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn synchronous_update_and_delete_batches_with_missing_ids() {
+    let app = spawn_app().await;
+    let a = app.create("campaigns", json!({"name": "a"})).await;
+    let b = app.create("campaigns", json!({"name": "b"})).await;
+    let (s, body) = json(
+        app.admin(Method::PUT, "/v2.5/campaigns?bgrs=false")
+            .json(&json!([{"id": a["id"], "name": "A"}, {"name": "no id"}, {"id": 999999, "name": "x"}, {"id": b["id"], "type": 5}]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let r = items(&body);
+    assert_eq!(
+        r.iter().map(|x| x.0).collect::<Vec<_>>(),
+        [200, 400, 404, 200]
+    );
+    assert_eq!(r[0].1["name"], "A");
+    assert_eq!(r[3].1["type"], 5);
+    assert_eq!(r[3].1["name"], "b", "only the given fields change");
+
+    let (s, body) = json(
+        app.admin(Method::DELETE, "/campaigns?bgrs=0")
+            .json(&json!([a["id"], {"id": 424242}, {"nope": 1}, b["id"].to_string()]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let r = items(&body);
+    assert_eq!(
+        r.iter().map(|x| x.0).collect::<Vec<_>>(),
+        [200, 404, 400, 200]
+    );
+    assert_eq!(r[0].1["id"], a["id"]);
+    let listed = app.admin(Method::GET, "/campaigns").send().await.unwrap();
+    assert_eq!(listed.headers()["x-total-count"], "0");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn empty_batches() {
+    let app = spawn_app().await;
+    let (s, b) = json(
+        app.admin(Method::POST, "/campaigns?bgrs=no")
+            .json(&json!([]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, b), (200, json!([])));
+    let rid = submit(&app, Method::POST, "/campaigns", json!([])).await;
+    let rec = wait_finished(&app, &rid).await;
+    assert_eq!(rec["progress"], "100.00");
+    assert!(result(&app, &rid).await.is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_single_call_in_the_background() {
+    let app = spawn_app().await;
+    let rid = submit(
+        &app,
+        Method::POST,
+        "/campaigns?bgrs=1&name=solo",
+        json!({"type": 3}),
+    )
+    .await;
+    let rec = wait_finished(&app, &rid).await;
+    assert_eq!(rec["name"], "POST /campaigns");
+    assert_eq!(rec["status"], "200");
+    let (s, body) = json(
+        app.admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        (body["name"].as_str(), body["type"].as_i64()),
+        (Some("solo"), Some(3))
+    );
+
+    // A failing single call: the record carries its status, the result its error.
+    let id = body["id"].as_i64().unwrap();
+    let rid = submit(
+        &app,
+        Method::PUT,
+        &format!("/v2.5/campaigns/{id}?bgrs=yes"),
+        json!({"type": "many"}),
+    )
+    .await;
+    let rec = wait_finished(&app, &rid).await;
+    assert_eq!(rec["status"], "400");
+    assert_eq!(rec["name"], format!("PUT /v2.5/campaigns/{id}"));
+    let (_, body) = json(
+        app.admin(Method::GET, &format!("/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(body["error"], "validation_failed");
+
+    let rid = submit(
+        &app,
+        Method::DELETE,
+        &format!("/campaigns/{id}?bgrs=true"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(wait_finished(&app, &rid).await["status"], "200");
+    let (s, _) = json(
+        app.admin(Method::GET, &format!("/campaigns/{id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 404);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn other_users_see_nothing() {
+    let app = spawn_app().await;
+    app.create_user("eve", "eve-pw").await;
+    let rid = submit(&app, Method::POST, "/campaigns", json!([{"name": "mine"}])).await;
+    wait_finished(&app, &rid).await;
+    for path in [
+        format!("/bgrs/{rid}"),
+        format!("/v2.5/bgrs/{rid}"),
+        format!("/bgrs/{rid}/details"),
+        format!("/v2.5/bgrs/{rid}/result"),
+        format!("/bgrs/{rid}/events"),
+        format!("/media/keep1m/bgrs.{rid}.result.json"),
+    ] {
+        let (s, b) = json(
+            app.as_user("eve", "eve-pw", Method::GET, &path)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!((s, error_code(&b)), (404, "not_found".into()), "{path}");
+    }
+    let (s, b) = json(
+        app.as_user("eve", "eve-pw", Method::GET, "/bgrs")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, b), (200, json!([])));
+    // Her own request is hers to see; the admin sees both.
+    let (s, b) = json(
+        app.as_user("eve", "eve-pw", Method::POST, "/campaigns")
+            .json(&json!([{"name": "hers"}]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 202);
+    let hers = b["request"].as_str().unwrap().to_string();
+    let (s, _) = json(
+        app.as_user("eve", "eve-pw", Method::GET, &format!("/bgrs/{hers}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (_, all) = json(app.admin(Method::GET, "/bgrs").send().await.unwrap()).await;
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    assert_eq!(all[0]["rid"], hers.as_str(), "newest first");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn idempotency_keys_return_the_first_reply() {
+    let app = spawn_app().await;
+    let send = |key: &str, sync: bool| {
+        let path = if sync {
+            "/campaigns?bgrs=false"
+        } else {
+            "/campaigns"
+        };
+        app.admin(Method::POST, path)
+            .header("Idempotency-Key", key)
+            .json(&json!([{"name": "once"}]))
+    };
+    let (s1, b1) = json(send("k1", false).send().await.unwrap()).await;
+    let (s2, b2) = json(send("k1", false).send().await.unwrap()).await;
+    assert_eq!((s1, s2), (202, 202));
+    assert_eq!(b1, b2, "same request id");
+    wait_finished(&app, b1["request"].as_str().unwrap()).await;
+    let (s3, b3) = json(send("k2", true).send().await.unwrap()).await;
+    let (s4, b4) = json(send("k2", true).send().await.unwrap()).await;
+    assert_eq!((s3, s4), (200, 200));
+    assert_eq!(b3, b4);
+    let r = app.admin(Method::GET, "/campaigns").send().await.unwrap();
+    assert_eq!(r.headers()["x-total-count"], "2", "each key ran once");
+    // Another user's same key is theirs.
+    app.create_user("kim", "kim-pw").await;
+    let (s, b) = json(
+        app.as_user("kim", "kim-pw", Method::POST, "/campaigns")
+            .header("Idempotency-Key", "k1")
+            .json(&json!([]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 202);
+    assert_ne!(b, b1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn item_limit_and_shape_errors() {
+    let app = spawn_with(|s| s.max_batch_items = 3).await;
+    let four = json!([{"name": "1"}, {"name": "2"}, {"name": "3"}, {"name": "4"}]);
+    for q in ["", "?bgrs=false"] {
+        let (s, b) = json(
+            app.admin(Method::POST, &format!("/campaigns{q}"))
+                .json(&four)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!((s, error_code(&b)), (413, "payload_too_large".into()));
+    }
+    let r = app.admin(Method::GET, "/campaigns").send().await.unwrap();
+    assert_eq!(r.headers()["x-total-count"], "0", "nothing ran");
+    let (s, _) = json(
+        app.admin(Method::POST, "/campaigns?bgrs=false")
+            .json(&json!([{"name": "1"}, {"name": "2"}, {"name": "3"}]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+
+    let (s, b) = json(
+        app.admin(Method::GET, "/campaigns")
+            .json(&json!([1]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, error_code(&b)), (405, "method_not_allowed".into()));
+    let (s, b) = json(
+        app.admin(Method::PUT, "/campaigns")
+            .json(&json!({"id": 1}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, error_code(&b)), (405, "method_not_allowed".into()));
+    let (s, b) = json(
+        app.admin(Method::POST, "/campaigns")
+            .header("content-type", "text/plain")
+            .body("[{\"name\":\"x\"}]")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, error_code(&b)), (415, "unsupported_media_type".into()));
+    let (s, b) = json(
+        app.admin(Method::POST, "/campaigns?bgrs=maybe")
+            .json(&json!([]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, error_code(&b)), (400, "bad_request".into()));
+    let (s, b) = json(
+        app.admin(Method::POST, "/gizmos")
+            .json(&json!([]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, error_code(&b)), (404, "not_found".into()));
+    let (s, b) = json(
+        app.admin(Method::GET, "/bgrs/0123456789abcdef0123456789abcdef")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, error_code(&b)), (404, "not_found".into()));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn results_expire_after_the_keep_time() {
+    let app = spawn_with(|s| s.result_keep = Duration::from_secs(1)).await;
+    let rid = submit(
+        &app,
+        Method::POST,
+        "/campaigns",
+        json!([{"name": "short-lived"}]),
+    )
+    .await;
+    wait_finished(&app, &rid).await;
+    let (s, _) = json(
+        app.admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let start = Instant::now();
+    loop {
+        let (s, b) = json(
+            app.admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        if s == 410 {
+            assert_eq!(error_code(&b), "gone");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "never expired");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (s, _) = json(
+        app.admin(
+            Method::GET,
+            &format!("/media/keep1m/bgrs.{rid}.result.json"),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 410);
+    let (s, _) = json(
+        app.admin(Method::GET, &format!("/bgrs/{rid}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "the record stays");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn details_since_and_events_in_order() {
+    let app = spawn_app().await;
+    let items: Vec<Json> = (0..2500)
+        .map(|i| json!({"name": format!("n{i}")}))
+        .collect();
+    let rid = submit(&app, Method::POST, "/campaigns", Json::Array(items)).await;
+    let resp = app
+        .admin(Method::GET, &format!("/bgrs/{rid}/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let text = tokio::time::timeout(Duration::from_secs(60), resp.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    let mut kinds = Vec::new();
+    let mut detail_ids = Vec::new();
+    let mut progress = Vec::new();
+    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let event = block
+            .lines()
+            .find_map(|l| l.strip_prefix("event: "))
+            .unwrap_or("message");
+        let data: Json = serde_json::from_str(
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap(),
+        )
+        .unwrap();
+        match event {
+            "detail" => detail_ids.push(data["id"].as_str().unwrap().parse::<i64>().unwrap()),
+            "progress" => progress.push(data["progress"].as_str().unwrap().parse::<f64>().unwrap()),
+            _ => {}
+        }
+        kinds.push(event.to_string());
+    }
+    assert_eq!(kinds.last().map(String::as_str), Some("finished"));
+    assert!(detail_ids.windows(2).all(|w| w[0] < w[1]), "{detail_ids:?}");
+    assert!(
+        progress.windows(2).all(|w| w[0] <= w[1]),
+        "progress never goes down: {progress:?}"
+    );
+    assert_eq!(progress.last(), Some(&100.0));
+
+    let (_, all) = json(
+        app.admin(Method::GET, &format!("/bgrs/{rid}/details"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let all = all.as_array().unwrap().clone();
+    assert!(all.len() >= 4, "{all:?}");
+    assert!(all[0]["details"].as_str().unwrap().contains("accepted"));
+    assert_eq!(all.last().unwrap()["details"], "done");
+    for e in &all {
+        assert_eq!(e.as_object().unwrap().len(), 4);
+        assert!(e.as_object().unwrap().values().all(Json::is_string));
+    }
+    let since = all[1]["id"].as_str().unwrap();
+    let (_, later) = json(
+        app.admin(Method::GET, &format!("/bgrs/{rid}/details?since={since}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(later.as_array().unwrap()[..], all[2..]);
+    assert_eq!(result(&app, &rid).await.len(), 2500);
+    app.stop().await;
+}
