@@ -13,6 +13,7 @@ pub mod schema;
 pub mod settings;
 pub mod storage;
 pub mod time;
+pub mod uploader;
 
 use anyhow::Context;
 use catalog::CatalogHandle;

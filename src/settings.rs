@@ -21,6 +21,8 @@ pub struct Settings {
     pub admin_password: Option<String>,
     /// Largest JSON or form request body.
     pub max_body_bytes: usize,
+    /// Largest uploaded file.
+    pub max_upload_bytes: u64,
     /// Largest number of items in one batch.
     pub max_batch_items: usize,
     /// How long background results are kept.
@@ -40,6 +42,7 @@ impl Settings {
             dev: false,
             admin_password: None,
             max_body_bytes: 256 * 1024 * 1024,
+            max_upload_bytes: 1 << 30,
             max_batch_items: 100_000,
             result_keep: Duration::from_secs(30 * 24 * 3600),
             shutdown_grace: Duration::from_secs(30),

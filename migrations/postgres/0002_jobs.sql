@@ -11,6 +11,7 @@ CREATE TABLE IF NOT EXISTS "bg_requests" (
     "status_id" BIGINT NOT NULL DEFAULT 2,
     "total" BIGINT NOT NULL DEFAULT 0,
     "done" BIGINT NOT NULL DEFAULT 0,
+    "cursor" BIGINT NOT NULL DEFAULT 0,
     "progress" DOUBLE PRECISION NOT NULL DEFAULT 0,
     "http_status" BIGINT,
     "content_type" TEXT,

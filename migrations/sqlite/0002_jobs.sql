@@ -11,6 +11,7 @@ CREATE TABLE IF NOT EXISTS "bg_requests" (
     "status_id" INTEGER NOT NULL DEFAULT 2,
     "total" INTEGER NOT NULL DEFAULT 0,
     "done" INTEGER NOT NULL DEFAULT 0,
+    "cursor" INTEGER NOT NULL DEFAULT 0,
     "progress" REAL NOT NULL DEFAULT 0,
     "http_status" INTEGER,
     "content_type" TEXT,

@@ -106,6 +106,7 @@ pub async fn run(
             items,
             total: None,
             content_type: "application/json".into(),
+            run_here: false,
         };
         return Ok(
             match jobs.enqueue(new, key.as_deref()).await.map_err(internal)? {
@@ -159,6 +160,7 @@ pub async fn background_call(
         items: vec![serde_json::to_value(&call).map_err(|_| ApiError::Call(CallError::Internal))?],
         total: None,
         content_type: "application/json".into(),
+        run_here: false,
     };
     let internal = |e| ApiError::Call(crate::engine::internal(e));
     Ok(

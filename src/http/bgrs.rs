@@ -124,6 +124,20 @@ async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Respo
         .content_type
         .clone()
         .unwrap_or_else(|| "application/json".into());
+    if r.kind.starts_with("upload") {
+        let plan = crate::uploader::run::plan_of(&r).map_err(internal)?;
+        let (path, _) = crate::uploader::result_location(&state.settings.data_dir, &r.rid);
+        let file = tokio::fs::File::open(&path).await.map_err(|_| {
+            ApiError::NotFound(format!(
+                "the result of `{rid}` is not stored on this server"
+            ))
+        })?;
+        return Ok(super::uploader::csv_attachment(
+            Body::from_async_read(file),
+            &plan.result_name(),
+            &plan,
+        ));
+    }
     if r.kind == "call" {
         let res = state.jobs.results(rid, 0, 1).await.map_err(internal)?;
         let body = res

@@ -8,6 +8,7 @@ mod bgrs;
 pub mod body;
 mod crud;
 pub mod error;
+pub mod uploader;
 
 use crate::auth::Auth;
 use crate::engine::{Caller, Engine};
@@ -79,6 +80,7 @@ fn routes(mut r: Route, p: &str) -> Route {
         .at(format!("{p}/bgrs/:rid/result"), get(bgrs::result))
         .at(format!("{p}/bgrs/:rid/events"), get(bgrs::events))
         .at(format!("{p}/media/keep1m/:file"), get(bgrs::media))
+        .at(format!("{p}/tools/uploader.ex.php"), post(uploader::upload))
         .at(
             format!("{p}/:entity"),
             get(crud::list)

@@ -23,6 +23,9 @@ pub struct NewRequest {
     /// Number of items when they are not stored as rows (uploads count lines).
     pub total: Option<i64>,
     pub content_type: String,
+    /// Run by the caller itself (a synchronous upload): leased to this server from the start
+    /// and never claimed by workers.
+    pub run_here: bool,
 }
 
 /// A stored reply for an idempotency key.
@@ -127,17 +130,8 @@ impl Jobs {
         }
         let total = req.total.unwrap_or(req.items.len() as i64);
         let sql = format!(
-            "INSERT INTO \"bg_requests\" (\"rid\", \"user_id\", \"name\", \"kind\", \"entity\", \"params\", \"total\", \"content_type\", \"created_dt\", \"status_id\") VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3),
-            d.ph(4),
-            d.ph(5),
-            d.ph(6),
-            d.ph(7),
-            d.ph(8),
-            d.ph(9),
-            d.ph(10)
+            "INSERT INTO \"bg_requests\" (\"rid\", \"user_id\", \"name\", \"kind\", \"entity\", \"params\", \"total\", \"content_type\", \"created_dt\", \"status_id\", \"locked_by\", \"heartbeat_at\") VALUES ({})",
+            (1..=12).map(|i| d.ph(i)).collect::<Vec<_>>().join(", ")
         );
         let args = [
             Value::text(&rid),
@@ -150,6 +144,8 @@ impl Jobs {
             Value::text(&req.content_type),
             Value::text(crate::time::now()),
             Value::int(IN_PROGRESS),
+            Value::Text(req.run_here.then(|| self.worker_id.clone())),
+            Value::Int(req.run_here.then(unix_now)),
         ];
         tx.execute(&sql, &args).await?;
         let rows = req
@@ -173,7 +169,9 @@ impl Jobs {
         )
         .await?;
         tx.commit().await?;
-        self.notify();
+        if !req.run_here {
+            self.notify();
+        }
         Ok(Ok(rid))
     }
 
@@ -257,7 +255,7 @@ impl Jobs {
         };
         let sql = format!(
             "UPDATE \"bg_requests\" SET \"locked_by\" = {p1}, \"heartbeat_at\" = {p2}, \"attempts\" = \"attempts\" + 1 \
-             WHERE \"id\" = (SELECT \"id\" FROM \"bg_requests\" WHERE \"status_id\" = {p4} \
+             WHERE \"id\" = (SELECT \"id\" FROM \"bg_requests\" WHERE \"status_id\" = {p4} AND \"kind\" <> 'upload_sync' \
              AND (\"locked_by\" IS NULL OR \"heartbeat_at\" < {p3}) ORDER BY \"id\" LIMIT 1{lock}) RETURNING \"rid\"",
             p1 = d.ph(1),
             p2 = d.ph(2),

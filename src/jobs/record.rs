@@ -19,6 +19,7 @@ pub struct Request {
     pub status_id: i64,
     pub total: i64,
     pub done: i64,
+    pub cursor: i64,
     pub progress: f64,
     pub http_status: Option<i64>,
     pub content_type: Option<String>,
@@ -28,8 +29,8 @@ pub struct Request {
     pub expired: bool,
 }
 
-pub const COLUMNS: &str = "\"id\", \"rid\", \"user_id\", \"name\", \"kind\", \"entity\", \"params\", \"status_id\", \"total\", \"done\", \"progress\", \"http_status\", \"content_type\", \"result\", \"created_dt\", \"finished_dt\", \"expired\"";
-pub const TYPES: [ColType; 17] = [
+pub const COLUMNS: &str = "\"id\", \"rid\", \"user_id\", \"name\", \"kind\", \"entity\", \"params\", \"status_id\", \"total\", \"done\", \"cursor\", \"progress\", \"http_status\", \"content_type\", \"result\", \"created_dt\", \"finished_dt\", \"expired\"";
+pub const TYPES: [ColType; 18] = [
     ColType::Int,
     ColType::Text,
     ColType::Int,
@@ -37,6 +38,7 @@ pub const TYPES: [ColType; 17] = [
     ColType::Text,
     ColType::Text,
     ColType::Text,
+    ColType::Int,
     ColType::Int,
     ColType::Int,
     ColType::Int,
@@ -66,6 +68,7 @@ impl Request {
             status_id: int(next()),
             total: int(next()),
             done: int(next()),
+            cursor: int(next()),
             progress: match next() {
                 Value::Float(f) => f.unwrap_or_default(),
                 v => v.as_i64().unwrap_or_default() as f64,

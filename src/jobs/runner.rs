@@ -70,7 +70,7 @@ impl Jobs {
         }
     }
 
-    async fn caller_of(&self, user_id: i64) -> Result<Option<Caller>, StorageError> {
+    pub(crate) async fn caller_of(&self, user_id: i64) -> Result<Option<Caller>, StorageError> {
         let d = self.storage.dialect();
         let sql = format!(
             "SELECT \"id\", \"login\", \"role\" FROM \"users\" WHERE \"id\" = {}",
@@ -97,6 +97,9 @@ impl Jobs {
         let Some(req) = self.load(rid).await? else {
             return Ok(());
         };
+        if req.kind == "upload" {
+            return crate::uploader::run::background(self, req, stop).await;
+        }
         let d = self.storage.dialect();
         let caller = self.caller_of(req.user_id).await?;
         {
@@ -187,7 +190,7 @@ impl Jobs {
             )
             .await?;
             done = first + n;
-            if !self.advance(tx.as_mut(), &req, done).await? {
+            if !self.advance(tx.as_mut(), &req, done, None).await? {
                 let _ = tx.rollback().await;
                 tracing::warn!(
                     rid,
@@ -226,12 +229,14 @@ impl Jobs {
         self.finish(&req, status, ctype, &path).await
     }
 
-    /// Records progress under the lease; false when the lease is gone.
+    /// Records progress (and, for uploads, the committed length of the result file) under
+    /// the lease; false when the lease is gone.
     pub(crate) async fn advance(
         &self,
         tx: &mut dyn crate::storage::Tx,
         req: &Request,
         done: i64,
+        cursor: Option<i64>,
     ) -> Result<bool, StorageError> {
         let d = self.storage.dialect();
         let progress = if req.total > 0 {
@@ -240,19 +245,22 @@ impl Jobs {
             100.0
         };
         let sql = format!(
-            "UPDATE \"bg_requests\" SET \"done\" = {}, \"progress\" = {}, \"heartbeat_at\" = {} \
+            "UPDATE \"bg_requests\" SET \"done\" = {}, \"progress\" = {}, \"heartbeat_at\" = {}, \
+             \"cursor\" = COALESCE({}, \"cursor\") \
              WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}",
             d.ph(1),
             d.ph(2),
             d.ph(3),
             d.ph(4),
             d.ph(5),
-            d.ph(6)
+            d.ph(6),
+            d.ph(7)
         );
         let args = [
             Value::int(done),
             Value::Float(Some(progress)),
             Value::int(unix_now()),
+            Value::Int(cursor),
             Value::text(&req.rid),
             Value::text(&self.worker_id),
             Value::int(IN_PROGRESS),

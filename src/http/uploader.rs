@@ -1,0 +1,255 @@
+//! `POST /tools/uploader.ex.php`: a CSV upload, run synchronously (the result CSV, or a
+//! streamed progress log) or as a background request.
+
+use super::error::{ApiError, Result};
+use super::{AppState, Authed, json_response};
+use crate::engine::Caller;
+use crate::jobs::queue::NewRequest;
+use crate::uploader::intake::{self, Received};
+use crate::uploader::rows::Columns;
+use crate::uploader::run::{self, Sink};
+use crate::uploader::{Plan, UploadError, validate};
+use poem::http::StatusCode;
+use poem::web::{Data, Multipart};
+use poem::{Body, Request, Response, handler};
+use serde_json::json;
+use std::sync::Arc;
+
+impl From<UploadError> for ApiError {
+    fn from(e: UploadError) -> Self {
+        match e {
+            UploadError::BadRequest(m) => ApiError::BadRequest(m),
+            e @ UploadError::BadFile(_) => ApiError::BadRequest(e.to_string()),
+            UploadError::UnknownEntity(m) => ApiError::BadRequest(m),
+            UploadError::TooLarge(m) => ApiError::TooLarge(m),
+            UploadError::Io(m) => {
+                tracing::error!(error = %m, "upload storage failure");
+                ApiError::Call(crate::engine::CallError::Internal)
+            }
+        }
+    }
+}
+
+fn flag(r: &Received, name: &str) -> Result<bool> {
+    match r.fields.get(name).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(false),
+        Some(v) => match v.as_str() {
+            "" | "0" | "no" | "false" => Ok(false),
+            "1" | "yes" | "true" => Ok(true),
+            _ => Err(ApiError::BadRequest(format!("`{name}` must be 1 or 0"))),
+        },
+    }
+}
+
+struct Cleanup(Vec<std::path::PathBuf>);
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[handler]
+pub async fn upload(
+    req: &Request,
+    mp: Multipart,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let dir = intake::work_dir(&state.settings.data_dir);
+    let received = intake::receive(mp, &dir, "csvfile", state.settings.max_upload_bytes).await?;
+    let mut cleanup = Cleanup(received.file.iter().map(|(p, _)| p.clone()).collect());
+    let entity = received
+        .fields
+        .get("entity")
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ApiError::BadRequest("the `entity` field is required".into()))?;
+    let catalog = state.engine.catalog.load();
+    let e = catalog
+        .get(&entity)
+        .cloned()
+        .ok_or_else(|| ApiError::BadRequest(format!("there is no entity `{entity}`")))?;
+    let (src, file_name) = received
+        .file
+        .clone()
+        .ok_or_else(|| ApiError::BadRequest("the `csvfile` file is required".into()))?;
+    let label = received
+        .fields
+        .get("encoding")
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("UTF-8");
+    let encoding = encoding_rs::Encoding::for_label(label.as_bytes())
+        .ok_or_else(|| ApiError::BadRequest(format!("unknown encoding `{label}`")))?;
+    let background = flag(&received, "bgrs")?;
+    let show_progress = flag(&received, "show_progress")?;
+    let get_content = flag(&received, "get_content")?;
+    if let Some(c) = received
+        .fields
+        .get("campaign_id")
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        && c.parse::<i64>().is_err()
+    {
+        return Err(ApiError::BadRequest(
+            "`campaign_id` must be an integer".into(),
+        ));
+    }
+    let mut magic = [0u8; 4];
+    {
+        use std::io::Read;
+        let n = std::fs::File::open(&src)
+            .and_then(|mut f| f.read(&mut magic))
+            .unwrap_or(0);
+        if n == 4 && magic == *b"PK\x03\x04" {
+            return Err(ApiError::BadRequest(
+                "ZIP bundles are not accepted by this server; upload the CSV file".into(),
+            ));
+        }
+    }
+    let utf8 = dir.join(format!(
+        "{}.utf8.csv",
+        hex::encode(rand::random::<[u8; 12]>())
+    ));
+    cleanup.0.push(utf8.clone());
+    let (s2, u2) = (src.clone(), utf8.clone());
+    let layout = tokio::task::spawn_blocking(move || validate::check(&s2, &u2, encoding))
+        .await
+        .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
+    Columns::from_header(&layout.header, &e)
+        .map_err(|m| ApiError::BadRequest(format!("the file cannot be used: {m}")))?;
+    let plan = Plan {
+        entity: entity.clone(),
+        encoding: encoding.name().to_string(),
+        layout,
+        utf8_path: utf8.clone(),
+        file_name,
+    };
+    let new = NewRequest {
+        user_id: caller.id,
+        name: "uploader".into(),
+        kind: if background { "upload" } else { "upload_sync" }.into(),
+        entity,
+        params: serde_json::to_value(&plan)
+            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?,
+        items: Vec::new(),
+        total: Some(plan.layout.rows as i64),
+        content_type: format!("text/csv; charset={}", encoding.name()),
+        run_here: !background,
+    };
+    let key = req.header("idempotency-key").map(str::to_string);
+    let internal = |e| ApiError::Call(crate::engine::internal(e));
+    let rid = match state
+        .jobs
+        .enqueue(new, key.as_deref())
+        .await
+        .map_err(internal)?
+    {
+        Ok(rid) => rid,
+        Err(reply) => {
+            return Ok(Response::builder()
+                .status(StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK))
+                .content_type(reply.content_type)
+                .body(reply.body));
+        }
+    };
+    // The working copy now belongs to the request; the original upload is not needed.
+    cleanup.0.retain(|p| p != &utf8);
+    if background {
+        return Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"request": rid}),
+        ));
+    }
+    synchronous(state, &caller, &rid, &plan, show_progress, get_content).await
+}
+
+async fn synchronous(
+    state: &AppState,
+    caller: &Caller,
+    rid: &str,
+    plan: &Plan,
+    show_progress: bool,
+    get_content: bool,
+) -> Result<Response> {
+    let internal = |e| ApiError::Call(crate::engine::internal(e));
+    let req = state
+        .jobs
+        .load(rid)
+        .await
+        .map_err(internal)?
+        .ok_or(ApiError::Call(crate::engine::CallError::Internal))?;
+    let jobs = state.jobs.clone();
+    let (result_path, rel) = crate::uploader::result_location(&state.settings.data_dir, rid);
+    if !show_progress {
+        let (_keep, stop) = tokio::sync::watch::channel(false);
+        run::rows(&jobs, &req, caller, Sink::Quiet, &stop)
+            .await
+            .map_err(internal)?;
+        let bytes = tokio::fs::read(&result_path)
+            .await
+            .map_err(|e| ApiError::from(UploadError::Io(e.to_string())))?;
+        return Ok(csv_attachment(Body::from(bytes), &plan.result_name(), plan));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(1024);
+    let (out_tx, out_rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(16);
+    let caller = caller.clone();
+    tokio::spawn(async move {
+        let forward = {
+            let out_tx = out_tx.clone();
+            tokio::spawn(async move {
+                let mut rx = rx;
+                while let Some(line) = rx.recv().await {
+                    if out_tx
+                        .send(Ok(bytes::Bytes::from(format!("{line}\n"))))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            })
+        };
+        let (_keep, stop) = tokio::sync::watch::channel(false);
+        let result = run::rows(&jobs, &req, &caller, Sink::Stream(tx), &stop).await;
+        let _ = forward.await;
+        let tail = match result {
+            Err(e) => {
+                tracing::error!(error = %e, "synchronous upload failed");
+                "Error: the upload stopped because of a server failure\n"
+                    .to_string()
+                    .into_bytes()
+            }
+            Ok(()) if get_content => tokio::fs::read(&result_path).await.unwrap_or_default(),
+            Ok(()) => format!("Result: {rel}\n").into_bytes(),
+        };
+        let _ = out_tx.send(Ok(bytes::Bytes::from(tail))).await;
+    });
+    let stream = tokio_stream_from(out_rx);
+    Ok(Response::builder()
+        .content_type("text/plain; charset=utf-8")
+        .body(Body::from_bytes_stream(stream)))
+}
+
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<std::io::Result<bytes::Bytes>>,
+) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// A result CSV as a download named `<original name>res.csv`.
+pub fn csv_attachment(body: Body, name: &str, plan: &Plan) -> Response {
+    let safe: String = name
+        .chars()
+        .map(|c| if c == '"' || c.is_control() { '_' } else { c })
+        .collect();
+    Response::builder()
+        .content_type(format!("text/csv; charset={}", plan.encoding().name()))
+        .header(
+            "content-disposition",
+            format!("attachment; filename=\"{safe}\""),
+        )
+        .body(body)
+}

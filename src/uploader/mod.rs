@@ -1,0 +1,56 @@
+//! The CSV uploader: multipart intake streamed to disk, the whole-file check, and the row
+//! runner that turns each CSV row into one engine call and writes the result file as rows
+//! finish. Synchronous and background uploads share the runner; a background upload resumes
+//! from its last committed row.
+
+pub mod intake;
+pub mod rows;
+pub mod run;
+pub mod validate;
+
+use std::path::PathBuf;
+
+/// Why an upload was refused as a whole (nothing ran).
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the file cannot be used: {0}")]
+    BadFile(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    UnknownEntity(String),
+    #[error("storage failure: {0}")]
+    Io(String),
+}
+
+/// Everything a run needs to know about one upload; stored with a background request.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Plan {
+    pub entity: String,
+    /// WHATWG name of the file's encoding.
+    pub encoding: String,
+    pub layout: validate::Layout,
+    /// The decoded UTF-8 working copy.
+    pub utf8_path: PathBuf,
+    /// The uploaded file's name.
+    pub file_name: String,
+}
+
+impl Plan {
+    pub fn encoding(&self) -> &'static encoding_rs::Encoding {
+        encoding_rs::Encoding::for_label(self.encoding.as_bytes()).unwrap_or(encoding_rs::UTF_8)
+    }
+
+    /// Name of the result file a client downloads.
+    pub fn result_name(&self) -> String {
+        format!("{}res.csv", self.file_name)
+    }
+}
+
+/// The result file of request `rid` under the data directory, and its server-relative path.
+pub fn result_location(data_dir: &std::path::Path, rid: &str) -> (PathBuf, String) {
+    let rel = format!("media/keep1m/bgrs.{rid}.result.csv");
+    (data_dir.join(&rel), rel)
+}

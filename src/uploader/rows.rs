@@ -1,0 +1,170 @@
+//! One CSV row: its system columns, the call it stands for, and its cells in the result file.
+
+use crate::engine::{Call, CallError, Op, prepare};
+use crate::schema::Entity;
+use serde_json::Value as Json;
+
+/// Where the system columns are, and which columns are fields.
+#[derive(Debug, Clone)]
+pub struct Columns {
+    pub names: Vec<String>,
+    pub op: usize,
+    pub id: Option<usize>,
+    pub res: Option<usize>,
+}
+
+impl Columns {
+    /// Checks a header against an entity: system columns `res`, `op`, `id`; every other column
+    /// must be a field.
+    pub fn from_header(header: &[String], e: &Entity) -> Result<Columns, String> {
+        let mut op = None;
+        let mut id = None;
+        let mut res = None;
+        for (i, h) in header.iter().enumerate() {
+            if header[..i].contains(h) {
+                return Err(format!("header, column {}: `{h}` appears twice", i + 1));
+            }
+            match h.as_str() {
+                "op" => op = Some(i),
+                "id" => id = Some(i),
+                "res" => res = Some(i),
+                "" => return Err(format!("header, column {}: a column has no name", i + 1)),
+                name if e.field(name).is_none() => {
+                    return Err(format!(
+                        "header, column {}: `{name}` is not a field of {}",
+                        i + 1,
+                        e.name
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let op = op.ok_or("header: the `op` column is missing")?;
+        Ok(Columns {
+            names: header.to_vec(),
+            op,
+            id,
+            res,
+        })
+    }
+
+    /// Header of the result file: the input's columns, `res` first when absent, then `id`
+    /// when absent (so created ids can be filled in).
+    pub fn result_header(&self) -> Vec<String> {
+        let mut h = Vec::with_capacity(self.names.len() + 2);
+        if self.res.is_none() {
+            h.push("res".to_string());
+        }
+        if self.id.is_none() {
+            h.push("id".to_string());
+        }
+        h.extend(self.names.iter().cloned());
+        h
+    }
+}
+
+/// What a row asks for.
+pub enum Work {
+    /// Empty `op`: nothing runs, the row is copied as it is.
+    Skip,
+    Run(Call),
+    Fail(CallError),
+}
+
+fn bad(msg: &str) -> CallError {
+    CallError::Invalid {
+        description: msg.to_string(),
+        fields: Default::default(),
+    }
+}
+
+/// The work of one record.
+pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
+    let op = rec.get(cols.op).unwrap_or("").trim();
+    let id = cols.id.and_then(|i| rec.get(i)).unwrap_or("").trim();
+    let op = match op {
+        "" => return Work::Skip,
+        "c" | "C" => Op::Create,
+        "u" | "U" => Op::Update,
+        "d" | "D" => Op::Delete,
+        other => return Work::Fail(bad(&format!("unknown op `{other}`: use c, u or d"))),
+    };
+    let id = match (op, id) {
+        (Op::Create, "") => None,
+        (Op::Create, _) => return Work::Fail(bad("`id` must be empty for op c")),
+        (_, "") => return Work::Fail(bad("`id` is required for ops u and d")),
+        (_, s) => match s.parse::<i64>() {
+            Ok(n) => Some(n),
+            Err(_) => return Work::Fail(bad(&format!("`id` `{s}` is not an integer"))),
+        },
+    };
+    let mut params = serde_json::Map::new();
+    if op != Op::Delete {
+        let pairs = cols
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != cols.op && Some(*i) != cols.id && Some(*i) != cols.res)
+            .filter_map(|(i, name)| {
+                let v = rec.get(i).unwrap_or("");
+                (!v.is_empty()).then(|| (name.clone(), v.to_string()))
+            });
+        match prepare::coerce_strings(e, pairs) {
+            Ok(p) => params = p,
+            Err(err) => return Work::Fail(err),
+        }
+    }
+    Work::Run(Call {
+        entity: e.name.clone(),
+        op,
+        id,
+        params,
+    })
+}
+
+/// A `res` text safe to open in a spreadsheet: never starts with `=`, `+`, `-` or `@`.
+pub fn safe_text(s: &str) -> String {
+    let one_line = s.replace(['\r', '\n'], " ");
+    match one_line.chars().next() {
+        Some('=' | '+' | '-' | '@') => format!("'{one_line}"),
+        _ => one_line,
+    }
+}
+
+/// The `res` text and the status of a row's outcome.
+pub fn res_of(outcome: &Result<Json, CallError>) -> (u16, String) {
+    match outcome {
+        Ok(_) => (200, "OK".to_string()),
+        Err(e) => (e.status(), safe_text(&e.description())),
+    }
+}
+
+/// The result cells of a record: `res` and `id` set, the rest as uploaded.
+pub fn result_cells(
+    cols: &Columns,
+    rec: &csv::StringRecord,
+    res: Option<&str>,
+    new_id: Option<i64>,
+) -> Vec<String> {
+    let mut out = Vec::with_capacity(cols.names.len() + 2);
+    let id_text = |current: &str| match new_id {
+        Some(i) => i.to_string(),
+        None => current.to_string(),
+    };
+    if cols.res.is_none() {
+        out.push(res.unwrap_or("").to_string());
+    }
+    if cols.id.is_none() {
+        out.push(id_text(""));
+    }
+    for (i, v) in rec.iter().enumerate() {
+        if Some(i) == cols.res {
+            out.push(res.map_or_else(|| v.to_string(), str::to_string));
+        } else if Some(i) == cols.id {
+            out.push(id_text(v));
+        } else {
+            out.push(v.to_string());
+        }
+    }
+    out
+}

@@ -1,0 +1,267 @@
+//! Runs the rows of a checked upload in order, in chunks: each chunk's calls run in one
+//! transaction, its result rows are appended to the result file, and the progress (rows done
+//! and the result file's length) commits with the chunk's effects under the request's lease.
+//! A run that stops (crash, shutdown) resumes from the last committed chunk: the result file
+//! is cut back to the committed length and the rows after it run again, nothing twice.
+
+use super::Plan;
+use super::rows::{self, Columns, Work};
+use crate::engine::{Call, CallError, Caller};
+use crate::jobs::Jobs;
+use crate::jobs::queue::{add_detail, insert_rows};
+use crate::jobs::record::Request;
+use crate::storage::{StorageError, Value};
+use std::io::{Seek, Write};
+use tokio::sync::{mpsc, watch};
+
+/// Rows per transaction.
+const CHUNK: usize = 2000;
+
+/// Where per-line progress goes.
+pub enum Sink {
+    /// Into the request's details (background uploads).
+    Details,
+    /// To a streamed response (`show_progress=1`), one text line per row.
+    Stream(mpsc::Sender<String>),
+    /// Nowhere (a plain synchronous upload).
+    Quiet,
+}
+
+fn io_err(e: impl std::fmt::Display) -> StorageError {
+    StorageError::Database(format!("upload file: {e}"))
+}
+
+/// The plan stored with a request.
+pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
+    serde_json::from_value(req.params.clone()).map_err(|e| io_err(format!("bad stored plan: {e}")))
+}
+
+/// Runs a claimed background upload.
+pub async fn background(
+    jobs: &Jobs,
+    req: Request,
+    stop: &watch::Receiver<bool>,
+) -> Result<(), StorageError> {
+    let d = jobs.storage.dialect();
+    {
+        let mut tx = jobs.storage.begin().await?;
+        let what = if req.done == 0 { "started" } else { "resumed" };
+        add_detail(
+            tx.as_mut(),
+            d,
+            &req.rid,
+            &format!("{what} (worker {})", jobs.worker_id),
+        )
+        .await?;
+        tx.commit().await?;
+    }
+    match jobs.caller_of(req.user_id).await? {
+        Some(caller) => rows(jobs, &req, &caller, Sink::Details, stop).await,
+        None => {
+            let (_, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
+            jobs.finish(&req, 403, "text/plain", &rel).await
+        }
+    }
+}
+
+/// Runs the rows of `req` from where it stopped, then finishes it.
+pub async fn rows(
+    jobs: &Jobs,
+    req: &Request,
+    caller: &Caller,
+    sink: Sink,
+    stop: &watch::Receiver<bool>,
+) -> Result<(), StorageError> {
+    let plan = plan_of(req)?;
+    let catalog = jobs.engine.catalog.load();
+    let entity = catalog
+        .get(&plan.entity)
+        .cloned()
+        .ok_or_else(|| io_err(format!("entity `{}` is gone", plan.entity)))?;
+    let cols = Columns::from_header(&plan.layout.header, &entity).map_err(io_err)?;
+    let encoding = plan.encoding();
+    let (result_path, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
+    let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;
+    let mut cursor = out.stream_position().map_err(io_err)? as i64;
+    let (tx_rows, mut rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(2);
+    let reader = spawn_reader(
+        plan.utf8_path.clone(),
+        plan.layout.separator,
+        req.done as u64,
+        tx_rows,
+    );
+    let d = jobs.storage.dialect();
+    let mut done = req.done;
+    while let Some(records) = rx_rows.recv().await {
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let works: Vec<Work> = records
+            .iter()
+            .map(|r| rows::work(&cols, &entity, r))
+            .collect();
+        let calls: Vec<Result<Call, CallError>> = works
+            .iter()
+            .filter_map(|w| match w {
+                Work::Skip => None,
+                Work::Run(c) => Some(Ok(c.clone())),
+                Work::Fail(e) => Some(Err(e.clone())),
+            })
+            .collect();
+        let mut tx = jobs.storage.begin().await?;
+        let (outcomes, changed) = match jobs.engine.run_chunk(tx.as_mut(), caller, calls).await {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = tx.rollback().await;
+                return Err(e);
+            }
+        };
+        let mut outcomes = outcomes.into_iter();
+        let mut text = Vec::with_capacity(records.len() * 64);
+        let mut lines = Vec::new();
+        {
+            let mut w = csv::WriterBuilder::new()
+                .delimiter(plan.layout.separator)
+                .terminator(csv::Terminator::CRLF)
+                .from_writer(&mut text);
+            for (i, (rec, work)) in records.iter().zip(&works).enumerate() {
+                let line = done + i as i64 + 1;
+                let cells = match work {
+                    Work::Skip => rows::result_cells(&cols, rec, None, None),
+                    _ => {
+                        let o = outcomes.next().unwrap_or(Err(CallError::Internal));
+                        let (status, res) = rows::res_of(&o);
+                        let new_id = match (work, &o) {
+                            (Work::Run(c), Ok(obj)) if c.op == crate::engine::Op::Create => {
+                                obj["id"].as_i64()
+                            }
+                            _ => None,
+                        };
+                        lines.push(format!("Line: {line} done. Result: {status}. {res}"));
+                        rows::result_cells(&cols, rec, Some(&res), new_id)
+                    }
+                };
+                w.write_record(&cells).map_err(io_err)?;
+            }
+            w.flush().map_err(io_err)?;
+        }
+        let text = String::from_utf8(text).map_err(io_err)?;
+        let mut bytes = Vec::with_capacity(text.len());
+        super::validate::encode(&text, encoding, &mut bytes);
+        out.write_all(&bytes).map_err(io_err)?;
+        out.flush().map_err(io_err)?;
+        cursor += bytes.len() as i64;
+        done += records.len() as i64;
+        if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
+            let _ = tx.rollback().await;
+            tracing::warn!(rid = %req.rid, "lost the lease of an upload; another worker has it");
+            return Ok(());
+        }
+        if matches!(sink, Sink::Details) && !lines.is_empty() {
+            let now = crate::time::now();
+            let rows = lines
+                .iter()
+                .map(|l| vec![Value::text(&req.rid), Value::text(&now), Value::text(l)])
+                .collect();
+            insert_rows(
+                tx.as_mut(),
+                d,
+                "bg_details",
+                &["rid", "dt", "details"],
+                rows,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        for p in &changed {
+            jobs.engine.after(p);
+        }
+        if let Sink::Stream(s) = &sink {
+            for l in lines {
+                let _ = s.send(l).await;
+            }
+        }
+    }
+    reader.await.map_err(io_err)?.map_err(io_err)?;
+    let ctype = format!("text/csv; charset={}", encoding.name());
+    jobs.finish(req, 200, &ctype, &rel).await?;
+    let _ = std::fs::remove_file(&plan.utf8_path);
+    Ok(())
+}
+
+/// Opens the result file: new with its header, or cut back to the committed length.
+fn open_result(
+    plan: &Plan,
+    path: &std::path::Path,
+    cols: &Columns,
+    cursor: u64,
+) -> Result<std::fs::File, StorageError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+    }
+    if cursor > 0 {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(io_err)?;
+        f.set_len(cursor).map_err(io_err)?;
+        f.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
+        return Ok(f);
+    }
+    let mut f = std::fs::File::create(path).map_err(io_err)?;
+    let mut text = Vec::new();
+    {
+        let mut w = csv::WriterBuilder::new()
+            .delimiter(plan.layout.separator)
+            .terminator(csv::Terminator::CRLF)
+            .from_writer(&mut text);
+        w.write_record(cols.result_header()).map_err(io_err)?;
+        w.flush().map_err(io_err)?;
+    }
+    let mut bytes = Vec::new();
+    if plan.layout.bom && plan.encoding() == encoding_rs::UTF_8 {
+        bytes.extend_from_slice(&[0xEF, 0xBB, 0xBF]);
+    }
+    super::validate::encode(&String::from_utf8_lossy(&text), plan.encoding(), &mut bytes);
+    f.write_all(&bytes).map_err(io_err)?;
+    Ok(f)
+}
+
+/// Reads the working copy off the async executor, skipping the header and the rows already
+/// done, and sends records in chunks.
+fn spawn_reader(
+    path: std::path::PathBuf,
+    separator: u8,
+    skip: u64,
+    tx: mpsc::Sender<Vec<csv::StringRecord>>,
+) -> tokio::task::JoinHandle<Result<(), String>> {
+    tokio::task::spawn_blocking(move || {
+        let mut r = csv::ReaderBuilder::new()
+            .delimiter(separator)
+            .has_headers(true)
+            .flexible(false)
+            .from_path(&path)
+            .map_err(|e| e.to_string())?;
+        let mut chunk = Vec::with_capacity(CHUNK);
+        let mut n = 0u64;
+        for rec in r.records() {
+            let rec = rec.map_err(|e| e.to_string())?;
+            n += 1;
+            if n <= skip {
+                continue;
+            }
+            chunk.push(rec);
+            if chunk.len() == CHUNK
+                && tx
+                    .blocking_send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)))
+                    .is_err()
+            {
+                return Ok(());
+            }
+        }
+        if !chunk.is_empty() {
+            let _ = tx.blocking_send(chunk);
+        }
+        Ok(())
+    })
+}

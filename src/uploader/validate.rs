@@ -1,0 +1,323 @@
+//! The whole-file check that runs before any row: decoding from the declared encoding into a
+//! UTF-8 working copy, and a strict RFC 4180 reading of every record (separator from the
+//! header, quoting, field counts) that names the line of the first problem.
+
+use super::UploadError;
+use encoding_rs::{CoderResult, DecoderResult, Encoding};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// What the check learned about a file.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Layout {
+    /// The header's column names, trimmed.
+    pub header: Vec<String>,
+    /// `b','` or `b';'`.
+    pub separator: u8,
+    /// Number of data records.
+    pub rows: u64,
+    /// Whether the file began with a byte-order mark.
+    pub bom: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum State {
+    FieldStart,
+    Unquoted,
+    Quoted,
+    QuoteInQuoted,
+}
+
+/// A streaming strict CSV checker over UTF-8 text.
+struct Checker {
+    state: State,
+    sep: Option<u8>,
+    header_line: Vec<u8>,
+    header_fields: Option<usize>,
+    fields: usize,
+    record_has_content: bool,
+    /// Data records seen (the header is record 0).
+    record: u64,
+    quote_started_record: u64,
+    pending_cr: bool,
+}
+
+fn err(line: u64, msg: impl Into<String>) -> UploadError {
+    UploadError::BadFile(if line == 0 {
+        format!("header: {}", msg.into())
+    } else {
+        format!("line {line}: {}", msg.into())
+    })
+}
+
+impl Checker {
+    fn new() -> Checker {
+        Checker {
+            state: State::FieldStart,
+            sep: None,
+            header_line: Vec::new(),
+            header_fields: None,
+            fields: 0,
+            record_has_content: false,
+            record: 0,
+            quote_started_record: 0,
+            pending_cr: false,
+        }
+    }
+
+    fn feed(&mut self, text: &[u8]) -> Result<(), UploadError> {
+        let mut i = 0;
+        while i < text.len() {
+            if self.sep.is_none() {
+                // Collect the header line to choose the separator.
+                let b = text[i];
+                if b == b'\n' {
+                    self.choose_separator();
+                    let line = std::mem::take(&mut self.header_line);
+                    for &c in &line {
+                        self.byte(c)?;
+                    }
+                    self.byte(b'\n')?;
+                } else {
+                    self.header_line.push(b);
+                }
+                i += 1;
+                continue;
+            }
+            self.byte(text[i])?;
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn choose_separator(&mut self) {
+        let (mut commas, mut semis, mut quoted) = (0, 0, false);
+        for &c in &self.header_line {
+            match c {
+                b'"' => quoted = !quoted,
+                b',' if !quoted => commas += 1,
+                b';' if !quoted => semis += 1,
+                _ => {}
+            }
+        }
+        self.sep = Some(if semis > commas { b';' } else { b',' });
+    }
+
+    fn byte(&mut self, c: u8) -> Result<(), UploadError> {
+        let sep = self.sep.unwrap_or(b',');
+        if self.pending_cr {
+            self.pending_cr = false;
+            if c != b'\n' {
+                return Err(err(
+                    self.record,
+                    "a carriage return not followed by a line feed",
+                ));
+            }
+        }
+        match (self.state, c) {
+            (State::Quoted, b'"') => self.state = State::QuoteInQuoted,
+            (State::Quoted, _) => {}
+            (State::QuoteInQuoted, b'"') => self.state = State::Quoted,
+            (State::FieldStart, b'"') => {
+                self.state = State::Quoted;
+                self.record_has_content = true;
+                self.quote_started_record = self.record;
+            }
+            (_, b'\r') => self.pending_cr = true,
+            (_, b'\n') => self.end_record()?,
+            (_, c) if c == sep => {
+                self.fields += 1;
+                self.record_has_content = true;
+                self.state = State::FieldStart;
+            }
+            (State::QuoteInQuoted, _) => {
+                return Err(err(
+                    self.record,
+                    "text after a closing quote (quotes inside a field are doubled: \"\")",
+                ));
+            }
+            (State::Unquoted, b'"') => {
+                return Err(err(
+                    self.record,
+                    "a quote inside an unquoted field (quote the whole field and double the quote)",
+                ));
+            }
+            (_, _) => {
+                self.state = State::Unquoted;
+                self.record_has_content = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn end_record(&mut self) -> Result<(), UploadError> {
+        let fields = self.fields + 1;
+        let had_content = self.record_has_content;
+        self.fields = 0;
+        self.record_has_content = false;
+        self.state = State::FieldStart;
+        if !had_content {
+            return Ok(()); // blank lines are skipped
+        }
+        match self.header_fields {
+            None => self.header_fields = Some(fields),
+            Some(n) if fields != n => {
+                return Err(err(
+                    self.record,
+                    format!("{fields} fields, but the header has {n}"),
+                ));
+            }
+            Some(_) => {}
+        }
+        self.record += 1;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), UploadError> {
+        if self.sep.is_none() {
+            self.choose_separator();
+            let line = std::mem::take(&mut self.header_line);
+            for &c in &line {
+                self.byte(c)?;
+            }
+        }
+        if matches!(self.state, State::Quoted) {
+            return Err(err(
+                self.quote_started_record,
+                "a quoted field is never closed",
+            ));
+        }
+        self.pending_cr = false;
+        self.end_record()
+    }
+}
+
+/// Decodes `src` from `encoding` into the UTF-8 file `out` while checking every record.
+pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layout, UploadError> {
+    let io = |e: std::io::Error| UploadError::Io(e.to_string());
+    let mut input = std::fs::File::open(src).map_err(io)?;
+    let mut output = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
+    let mut decoder = encoding.new_decoder_with_bom_removal();
+    let mut checker = Checker::new();
+    let mut inbuf = vec![0u8; 256 * 1024];
+    let mut outbuf = vec![0u8; 1024 * 1024];
+    let mut first = true;
+    let mut bom = false;
+    loop {
+        let n = input.read(&mut inbuf).map_err(io)?;
+        let last = n == 0;
+        if first && n >= 3 {
+            bom = inbuf[..3] == [0xEF, 0xBB, 0xBF];
+            first = false;
+        }
+        let mut chunk = &inbuf[..n];
+        loop {
+            let (res, read, written) =
+                decoder.decode_to_utf8_without_replacement(chunk, &mut outbuf, last);
+            checker.feed(&outbuf[..written])?;
+            output.write_all(&outbuf[..written]).map_err(io)?;
+            chunk = &chunk[read..];
+            match res {
+                DecoderResult::InputEmpty => break,
+                DecoderResult::OutputFull => continue,
+                DecoderResult::Malformed(_, _) => {
+                    let line = checker.record;
+                    return Err(err(
+                        line,
+                        format!("bytes that are not valid {}", encoding.name()),
+                    ));
+                }
+            }
+        }
+        if last {
+            break;
+        }
+    }
+    checker.finish()?;
+    output.flush().map_err(io)?;
+    drop(output);
+    let separator = checker.sep.unwrap_or(b',');
+    let header = read_header(out, separator)?;
+    let rows = checker.record.saturating_sub(1);
+    Ok(Layout {
+        header,
+        separator,
+        rows,
+        bom,
+    })
+}
+
+fn read_header(utf8: &Path, separator: u8) -> Result<Vec<String>, UploadError> {
+    let mut r = csv::ReaderBuilder::new()
+        .delimiter(separator)
+        .has_headers(false)
+        .from_path(utf8)
+        .map_err(|e| UploadError::Io(e.to_string()))?;
+    let mut rec = csv::StringRecord::new();
+    match r.read_record(&mut rec) {
+        Ok(true) => Ok(rec.iter().map(|h| h.trim().to_string()).collect()),
+        Ok(false) => Err(err(0, "the file is empty")),
+        Err(e) => Err(err(0, e.to_string())),
+    }
+}
+
+/// Encodes UTF-8 text into `encoding` (unmappable characters become numeric references).
+pub fn encode(text: &str, encoding: &'static Encoding, out: &mut Vec<u8>) {
+    if encoding == encoding_rs::UTF_8 {
+        out.extend_from_slice(text.as_bytes());
+        return;
+    }
+    let mut enc = encoding.new_encoder();
+    let mut buf = vec![0u8; text.len() + 16];
+    let mut rest = text;
+    loop {
+        let (res, read, written, _) = enc.encode_from_utf8(rest, &mut buf, false);
+        out.extend_from_slice(&buf[..written]);
+        rest = &rest[read..];
+        match res {
+            CoderResult::InputEmpty => break,
+            CoderResult::OutputFull => buf.resize(buf.len() * 2, 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &[u8]) -> Result<Layout, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, out) = (dir.path().join("in"), dir.path().join("out"));
+        std::fs::write(&src, text).unwrap();
+        check(&src, &out, encoding_rs::UTF_8).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn accepts_rfc4180() {
+        let l = run(
+            b"\xEF\xBB\xBFop;name;description\r\nc;\"a;b\";\"line\nbreak \"\"q\"\"\"\r\n\nc;x;\n",
+        )
+        .unwrap();
+        assert_eq!(l.header, ["op", "name", "description"]);
+        assert_eq!((l.separator, l.rows, l.bom), (b';', 2, true));
+        assert_eq!(run(b"op,name\nc,x").unwrap().rows, 1);
+    }
+
+    #[test]
+    fn names_the_line_of_a_problem() {
+        assert!(
+            run(b"op,name\nc,x\nc,\"open\n")
+                .unwrap_err()
+                .contains("line 2")
+        );
+        assert!(
+            run(b"op,name\nc,x\nc,x,y\n")
+                .unwrap_err()
+                .contains("line 2: 3 fields")
+        );
+        assert!(run(b"op,name\nc,a\"b\n").unwrap_err().contains("line 1"));
+        assert!(run(b"op,name\nc,\"a\"b\n").unwrap_err().contains("line 1"));
+        assert!(run(b"op,name\nc,\xff\n").unwrap_err().contains("line 1"));
+        assert!(run(b"").unwrap_err().contains("header"));
+    }
+}

@@ -1,0 +1,441 @@
+//! The CSV uploader (CONTRACT.md section 7) against a real server.
+
+mod common;
+
+use common::*;
+use reqwest::Method;
+use reqwest::multipart::{Form, Part};
+use serde_json::{Value as Json, json};
+use std::time::{Duration, Instant};
+
+const UPLOAD: &str = "/tools/uploader.ex.php";
+
+fn form(entity: &str, name: &str, bytes: Vec<u8>) -> Form {
+    Form::new()
+        .text("entity", entity.to_string())
+        .part("csvfile", Part::bytes(bytes).file_name(name.to_string()))
+}
+
+async fn upload(app: &TestApp, f: Form) -> reqwest::Response {
+    app.admin(Method::POST, UPLOAD)
+        .multipart(f)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A synchronous upload's result CSV.
+async fn sync_upload(
+    app: &TestApp,
+    entity: &str,
+    name: &str,
+    bytes: Vec<u8>,
+) -> (reqwest::header::HeaderMap, Vec<u8>) {
+    let r = upload(app, form(entity, name, bytes)).await;
+    assert_eq!(r.status(), 200);
+    let h = r.headers().clone();
+    (h, r.bytes().await.unwrap().to_vec())
+}
+
+fn rows(text: &str, sep: u8) -> Vec<Vec<String>> {
+    csv::ReaderBuilder::new()
+        .delimiter(sep)
+        .has_headers(false)
+        .from_reader(text.as_bytes())
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect()
+}
+
+async fn count(app: &TestApp, entity: &str) -> String {
+    let r = app
+        .admin(Method::GET, &format!("/{entity}?limit=1"))
+        .send()
+        .await
+        .unwrap();
+    r.headers()["x-total-count"].to_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn the_semicolon_example_and_reupload() {
+    let app = spawn_app().await;
+    let csv = "res;op;id;name;type;is_active;description\r\n;c;;Spring;1;1;\"First; with a separator\"\r\n;c;;Summer;2;0;\"Two\nlines\"\r\n;;;Skipped;1;1;\r\n;c;;Autumn;x;1;\r\n";
+    let (h, body) = sync_upload(&app, "campaigns", "campaigns.csv", csv.as_bytes().to_vec()).await;
+    assert!(h["content-type"].to_str().unwrap().starts_with("text/csv"));
+    assert_eq!(
+        h["content-disposition"],
+        "attachment; filename=\"campaigns.csvres.csv\""
+    );
+    let text = String::from_utf8(body).unwrap();
+    let r = rows(&text, b';');
+    assert_eq!(
+        r[0],
+        [
+            "res",
+            "op",
+            "id",
+            "name",
+            "type",
+            "is_active",
+            "description"
+        ]
+    );
+    assert_eq!(r[1][0], "OK");
+    assert_eq!(r[2][0], "OK");
+    assert_eq!(r[2][6], "Two\nlines");
+    assert_eq!(r[3][0], "", "an empty op is ignored");
+    assert!(r[4][0].contains("type"), "{:?}", r[4]);
+    let id1: i64 = r[1][2].parse().unwrap();
+    let (s, c) = json(
+        app.admin(Method::GET, &format!("/campaigns/{id1}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(c["description"], "First; with a separator");
+    assert_eq!(count(&app, "campaigns").await, "2");
+
+    // The result file goes back as it is, with some ops changed.
+    let mut again = text.replacen(";c;", ";u;", 1);
+    again = again.replace(&format!("OK;c;{}", r[2][2]), &format!("OK;d;{}", r[2][2]));
+    let again = again.replace("Spring", "Spring II");
+    let (_, body) = sync_upload(&app, "campaigns", "again.csv", again.into_bytes()).await;
+    let r2 = rows(&String::from_utf8(body).unwrap(), b';');
+    assert_eq!(
+        (r2[1][0].as_str(), r2[2][0].as_str()),
+        ("OK", "OK"),
+        "{r2:?}"
+    );
+    assert_eq!(r2[1][2], r[1][2], "same id");
+    let (_, c) = json(
+        app.admin(Method::GET, &format!("/campaigns/{id1}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(c["name"], "Spring II");
+    assert_eq!(
+        count(&app, "campaigns").await,
+        "1",
+        "row 2 deleted, row 4 failed again"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn comma_files_without_res_or_id_get_both() {
+    let app = spawn_app().await;
+    let csv = "op,name,description\nc,\"Comma, Inc\",\"He said \"\"hi\"\"\"\nc,,no name\n";
+    let (_, body) = sync_upload(&app, "campaigns", "c.csv", csv.as_bytes().to_vec()).await;
+    let r = rows(&String::from_utf8(body).unwrap(), b',');
+    assert_eq!(r[0], ["res", "id", "op", "name", "description"]);
+    assert_eq!(r[1][0], "OK");
+    assert!(r[1][1].parse::<i64>().is_ok());
+    assert_eq!(r[1][4], "He said \"hi\"");
+    assert!(r[2][0].contains("name"), "{:?}", r[2]);
+    assert_eq!(r[2][1], "");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_row_error() {
+    let app = spawn_app().await;
+    let c = app.create("campaigns", json!({"name": "existing"})).await;
+    let cid = c["id"].as_i64().unwrap();
+    let csv = format!(
+        "op,id,name,campaign_id\nc,5,x,{cid}\nu,,x,{cid}\nd,,,\nz,,x,{cid}\nc,,x,999999\nu,888888,x,\nd,777777,,\nu,abc,x,\nc,,,{cid}\nc,,=cmd(),{cid}\n"
+    );
+    let (_, body) = sync_upload(&app, "markers", "m.csv", csv.into_bytes()).await;
+    let r = rows(&String::from_utf8(body).unwrap(), b',');
+    let res: Vec<&str> = r[1..].iter().map(|x| x[0].as_str()).collect();
+    assert!(res[0].contains("must be empty"), "{res:?}");
+    assert!(res[1].contains("required"), "{res:?}");
+    assert!(res[2].contains("required"), "{res:?}");
+    assert!(res[3].contains("unknown op"), "{res:?}");
+    assert!(res[4].contains("campaign_id"), "{res:?}");
+    assert!(res[5].contains("does not exist"), "{res:?}");
+    assert!(res[6].contains("does not exist"), "{res:?}");
+    assert!(res[7].contains("integer"), "{res:?}");
+    assert!(res[8].contains("name"), "{res:?}");
+    assert_eq!(
+        res[9], "OK",
+        "a value starting with = is data, stored as given"
+    );
+    for e in &res {
+        assert!(!e.starts_with(['=', '+', '-', '@']), "{e}");
+    }
+    assert_eq!(count(&app, "markers").await, "1");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn whole_file_rejections_change_nothing() {
+    let app = spawn_app().await;
+    let cases: Vec<(Form, &str)> = vec![
+        (
+            form("campaigns", "a.csv", b"op,name,colour\nc,x,red\n".to_vec()),
+            "colour",
+        ),
+        (
+            form("campaigns", "a.csv", b"name,type\nx,1\n".to_vec()),
+            "op",
+        ),
+        (
+            form("campaigns", "a.csv", b"op,name\nc,x\nc,\"broken\n".to_vec()),
+            "line 2",
+        ),
+        (
+            form("campaigns", "a.csv", b"op,name\nc,x\nc,x,extra\n".to_vec()),
+            "line 2",
+        ),
+        (
+            form("campaigns", "a.csv", b"op,name\nc,x\nc,caf\xe9\n".to_vec()),
+            "line 2",
+        ),
+        (
+            form("campaigns", "a.csv", b"op,name,name\nc,x,y\n".to_vec()),
+            "twice",
+        ),
+        (form("campaigns", "a.csv", Vec::new()), "empty"),
+        (
+            form("campaigns", "a.csv", b"op,name\nc,x\n".to_vec()).text("encoding", "klingon"),
+            "encoding",
+        ),
+        (
+            form("gizmos", "a.csv", b"op,name\nc,x\n".to_vec()),
+            "gizmos",
+        ),
+        (
+            Form::new().part(
+                "csvfile",
+                Part::bytes(b"op,name\nc,x\n".to_vec()).file_name("a.csv"),
+            ),
+            "entity",
+        ),
+        (Form::new().text("entity", "campaigns"), "csvfile"),
+        (
+            form("campaigns", "a.csv", b"op,name\nc,x\n".to_vec()).text("bgrs", "sometimes"),
+            "bgrs",
+        ),
+    ];
+    for (f, needle) in cases {
+        let r = upload(&app, f).await;
+        let (s, b) = json(r).await;
+        assert_eq!(
+            (s, error_code(&b).as_str()),
+            (400, "bad_request"),
+            "{needle}: {b}"
+        );
+        assert!(
+            b["description"].as_str().unwrap().contains(needle),
+            "{needle}: {b}"
+        );
+    }
+    assert_eq!(count(&app, "campaigns").await, "0");
+    let r = app
+        .admin(Method::POST, UPLOAD)
+        .body("op,name\n")
+        .header("content-type", "text/csv")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status() == 400 || r.status() == 415, "{}", r.status());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn latin_encodings_round_trip() {
+    let app = spawn_app().await;
+    for (label, name, bytes) in [
+        (
+            "ISO-8859-1",
+            "Café Müller Øresund",
+            b"op;name\nc;Caf\xe9 M\xfcller \xd8resund\n".to_vec(),
+        ),
+        (
+            "ISO-8859-2",
+            "Łódź Žluťoučký kůň",
+            b"op;name\nc;\xa3\xf3d\xbc \xaelu\xbbou\xe8k\xfd k\xf9\xf2\n".to_vec(),
+        ),
+    ] {
+        let r = upload(
+            &app,
+            form("campaigns", "l.csv", bytes.clone()).text("encoding", label),
+        )
+        .await;
+        assert_eq!(r.status(), 200, "{label}");
+        let out = r.bytes().await.unwrap().to_vec();
+        let (enc, _) = (
+            encoding_rs::Encoding::for_label(label.as_bytes()).unwrap(),
+            0,
+        );
+        let (text, _, bad) = enc.decode(&out);
+        assert!(!bad);
+        let r = rows(&text, b';');
+        assert_eq!(r[1][0], "OK", "{label}: {r:?}");
+        assert_eq!(r[1][3], name);
+        let encoded_name = &bytes[10..bytes.len() - 1];
+        assert!(
+            out.windows(encoded_name.len()).any(|w| w == encoded_name),
+            "{label}: same bytes back"
+        );
+        let id = &r[1][1];
+        let (_, c) = json(
+            app.admin(Method::GET, &format!("/campaigns/{id}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(c["name"], name, "{label}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn progress_modes_and_background() {
+    let app = spawn_app().await;
+    let csv = b"op;name\nc;one\nc;\nc;three\n".to_vec();
+    let r = upload(
+        &app,
+        form("campaigns", "p.csv", csv.clone()).text("show_progress", "1"),
+    )
+    .await;
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = r.text().await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "Line: 1 done. Result: 200. OK");
+    assert!(
+        lines[1].starts_with("Line: 2 done. Result: 400. "),
+        "{text}"
+    );
+    assert_eq!(lines[2], "Line: 3 done. Result: 200. OK");
+    let link = lines[3].strip_prefix("Result: ").expect("a link");
+    assert!(
+        link.starts_with("media/keep1m/") && link.ends_with(".csv"),
+        "{link}"
+    );
+    let r = app
+        .admin(Method::GET, &format!("/{link}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().starts_with("res;id;op;name"));
+
+    let r = upload(
+        &app,
+        form("campaigns", "p.csv", csv.clone())
+            .text("show_progress", "1")
+            .text("get_content", "1"),
+    )
+    .await;
+    let text = r.text().await.unwrap();
+    assert!(
+        text.starts_with("Line: 1 done. Result: 200. OK\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nres;id;op;name\r\nOK;"), "{text}");
+
+    let r = upload(&app, form("campaigns", "p.csv", csv).text("bgrs", "1")).await;
+    let (s, b) = json(r).await;
+    assert_eq!(s, 202);
+    let rid = b["request"].as_str().unwrap().to_string();
+    let start = Instant::now();
+    let rec = loop {
+        let (_, b) = json(
+            app.admin(Method::GET, &format!("/bgrs/{rid}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        if b[0]["status_id"] == "4" {
+            break b[0].clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(rec["name"], "uploader");
+    assert_eq!(rec["result"], format!("media/keep1m/bgrs.{rid}.result.csv"));
+    let (_, d) = json(
+        app.admin(Method::GET, &format!("/bgrs/{rid}/details"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let d: Vec<String> = d
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["details"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        d.contains(&"Line: 1 done. Result: 200. OK".to_string()),
+        "{d:?}"
+    );
+    assert!(
+        d.iter()
+            .any(|l| l.starts_with("Line: 2 done. Result: 400.")),
+        "{d:?}"
+    );
+    assert_eq!(d.last().unwrap(), "done");
+    let r = app
+        .admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    let text = r.text().await.unwrap();
+    assert_eq!(rows(&text, b';').len(), 4);
+
+    // Another user sees neither the request nor its file.
+    app.create_user("mallory", "m-pw").await;
+    for path in [
+        format!("/bgrs/{rid}"),
+        format!("/v2.5/bgrs/{rid}/result"),
+        format!("/media/keep1m/bgrs.{rid}.result.csv"),
+    ] {
+        let (s, _) = json(
+            app.as_user("mallory", "m-pw", Method::GET, &path)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 404, "{path}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn rows_run_as_the_uploading_user() {
+    let app = spawn_app().await;
+    app.create_user("uma", "uma-pw").await;
+    let f = form("users", "u.csv", b"op,login\nc,newbie\n".to_vec());
+    let r = app
+        .as_user("uma", "uma-pw", Method::POST, UPLOAD)
+        .multipart(f)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(rows(&text, b',')[1][0].contains("may not"), "{text}");
+    let _: Json = json!(null);
+    app.stop().await;
+}
