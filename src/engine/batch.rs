@@ -7,6 +7,9 @@ use super::{Call, CallError, Caller, Engine, Op, Outcome, exec};
 use crate::storage::{Dialect, StorageError, Tx};
 use serde_json::{Map, Value as Json};
 
+/// Most rows in one multi-row INSERT.
+const GROUP_ROWS: usize = 500;
+
 /// The call a batch item stands for, or why it stands for none.
 pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
     let id_of = |v: &Json| -> Option<i64> {
@@ -64,35 +67,78 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
 }
 
 impl Engine {
-    /// Runs `calls` in order inside `tx` and returns one outcome per call. An `Err` means the
-    /// database failed and the transaction must be rolled back.
+    /// Runs `calls` in order inside `tx` and returns one outcome per call, and the prepared
+    /// calls that changed users. Consecutive creates of the same shape share one multi-row
+    /// INSERT. An `Err` means the database failed and the transaction must be rolled back.
     pub async fn run_chunk(
         &self,
         tx: &mut dyn Tx,
         caller: &Caller,
         calls: Vec<Result<Call, CallError>>,
+        full: bool,
     ) -> Result<(Vec<Outcome>, Vec<Prepared>), StorageError> {
         let catalog = self.catalog.load();
         let isolate = self.storage.dialect() == Dialect::Postgres;
-        let mut outcomes = Vec::with_capacity(calls.len());
-        let mut changed = Vec::new();
+        let now = crate::time::now();
+        let mut prepared = Vec::with_capacity(calls.len());
         for call in calls {
-            let prepared = match call {
-                Ok(c) => prepare::prepare(&catalog, caller, &c).await,
+            prepared.push(match call {
+                Ok(c) => prepare::prepare_at(&catalog, caller, c, &now).await,
                 Err(e) => Err(e),
-            };
-            let outcome = match prepared {
-                Ok(p) => {
-                    let o = exec::execute(self, tx, caller, &p, isolate).await?;
-                    if o.is_ok() && p.entity.name == "users" {
-                        changed.push(p);
-                    }
-                    o
-                }
-                Err(e) => Err(e),
-            };
-            outcomes.push(outcome);
+            });
         }
+        let n = prepared.len();
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
+        let mut i = 0;
+        while i < n {
+            let p = match &prepared[i] {
+                Err(e) => {
+                    outcomes[i] = Some(Err(e.clone()));
+                    i += 1;
+                    continue;
+                }
+                Ok(p) => p,
+            };
+            let max = (30_000 / p.values.len().max(1)).clamp(1, GROUP_ROWS);
+            let mut j = i + 1;
+            while j < n && j - i < max && matches!(&prepared[j], Ok(q) if exec::same_shape(p, q)) {
+                j += 1;
+            }
+            if j - i >= 2 {
+                let group: Vec<&Prepared> = prepared[i..j]
+                    .iter()
+                    .filter_map(|r| r.as_ref().ok())
+                    .collect();
+                if let Some(objs) = exec::insert_group(self, tx, &group, isolate, full).await? {
+                    for (k, o) in objs.into_iter().enumerate() {
+                        outcomes[i + k] = Some(Ok(o));
+                    }
+                    i = j;
+                    continue;
+                }
+            } else {
+                j = i + 1;
+            }
+            // One at a time: a single call, or a group in which some row failed.
+            for k in i..j {
+                if let Ok(p) = &prepared[k] {
+                    outcomes[k] = Some(exec::execute(self, tx, caller, p, isolate).await?);
+                }
+            }
+            i = j;
+        }
+        let outcomes: Vec<Outcome> = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(Err(CallError::Internal)))
+            .collect();
+        let changed = prepared
+            .into_iter()
+            .zip(&outcomes)
+            .filter_map(|(p, o)| match (p, o) {
+                (Ok(p), Ok(_)) if p.entity.name == "users" => Some(p),
+                _ => None,
+            })
+            .collect();
         Ok((outcomes, changed))
     }
 
@@ -109,7 +155,7 @@ impl Engine {
             let part: Vec<_> = rest.by_ref().take(chunk.max(1)).collect();
             let n = part.len();
             let result = match self.storage.begin().await {
-                Ok(mut tx) => match self.run_chunk(tx.as_mut(), caller, part).await {
+                Ok(mut tx) => match self.run_chunk(tx.as_mut(), caller, part, true).await {
                     Ok((o, changed)) => match tx.commit().await {
                         Ok(()) => {
                             for p in &changed {

@@ -115,3 +115,80 @@ async fn referrers(engine: &Engine, e: &Entity, id: Option<i64>) -> Vec<String> 
     }
     out
 }
+
+/// Whether two prepared creates write the same columns of the same entity.
+pub fn same_shape(a: &Prepared, b: &Prepared) -> bool {
+    a.op == Op::Create
+        && b.op == Op::Create
+        && std::sync::Arc::ptr_eq(&a.entity, &b.entity)
+        && a.values.len() == b.values.len()
+        && a.values.iter().zip(&b.values).all(|(x, y)| x.0 == y.0)
+}
+
+/// Inserts a group of same-shape creates with one multi-row statement. `None` when a row
+/// broke a constraint: the statement then changed nothing, and the caller runs the rows one
+/// by one to tell which.
+pub async fn insert_group(
+    engine: &Engine,
+    ex: &mut dyn Exec,
+    group: &[&Prepared],
+    isolate: bool,
+    full: bool,
+) -> Result<Option<Vec<serde_json::Value>>, StorageError> {
+    let first = group[0];
+    let e = first.entity.as_ref();
+    let d = engine.storage.dialect();
+    let width = first.values.len();
+    let cols: Vec<String> = first.values.iter().map(|(c, _)| d.quote(c)).collect();
+    let mut args = Vec::with_capacity(group.len() * width);
+    for p in group {
+        args.extend(p.values.iter().map(|(_, v)| v.clone()));
+    }
+    let returning: Vec<String> = if full {
+        e.columns().map(|c| d.quote(c)).collect()
+    } else {
+        vec![d.quote("id")]
+    };
+    let types = if full {
+        e.col_types()
+    } else {
+        vec![crate::schema::ColType::Int]
+    };
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES {} RETURNING {}",
+        d.quote(&e.name),
+        cols.join(", "),
+        d.value_groups(width, group.len(), 1),
+        returning.join(", ")
+    );
+    if isolate {
+        ex.execute("SAVEPOINT grp", &[]).await?;
+    }
+    match ex.fetch(&sql, &args, &types).await {
+        Ok(mut out) => {
+            if isolate {
+                ex.execute("RELEASE SAVEPOINT grp", &[]).await?;
+            }
+            // Ids grow in insertion order within one statement.
+            out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+            Ok(Some(
+                out.iter()
+                    .map(|r| {
+                        if full {
+                            render::object(e, r)
+                        } else {
+                            serde_json::json!({"id": r[0].to_json()})
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        Err(StorageError::Unique { .. } | StorageError::ForeignKey) => {
+            if isolate {
+                ex.execute("ROLLBACK TO SAVEPOINT grp", &[]).await?;
+            }
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}

@@ -79,6 +79,16 @@ pub async fn prepare(
     caller: &Caller,
     call: &Call,
 ) -> Result<Prepared, CallError> {
+    prepare_at(catalog, caller, call.clone(), &crate::time::now()).await
+}
+
+/// [`prepare`] taking the call by value, with the time to stamp it with.
+pub async fn prepare_at(
+    catalog: &Catalog,
+    caller: &Caller,
+    call: Call,
+    now: &str,
+) -> Result<Prepared, CallError> {
     let entity = catalog
         .get(&call.entity)
         .cloned()
@@ -109,7 +119,7 @@ pub async fn prepare(
             values: Vec::new(),
         });
     }
-    let mut params = call.params.clone();
+    let mut params = call.params;
     if let Some(id) = params.remove("id") {
         let same = call.op == Op::Update
             && (id.as_i64() == call.id || id.as_str().and_then(|s| s.parse().ok()) == call.id);
@@ -146,7 +156,12 @@ pub async fn prepare(
         &e.update_validator
     };
     let mut bad = BTreeMap::new();
-    for err in validator.iter_errors(&instance) {
+    let errors = if validator.is_valid(&instance) {
+        None
+    } else {
+        Some(validator.iter_errors(&instance))
+    };
+    for err in errors.into_iter().flatten() {
         let path = err
             .instance_path()
             .as_str()
@@ -172,23 +187,34 @@ pub async fn prepare(
     if !bad.is_empty() {
         return Err(invalid(bad));
     }
-    let Json::Object(mut params) = instance else {
+    let Json::Object(params) = instance else {
         unreachable!("built as an object")
     };
-    for f in &e.fields {
-        if let Some(v) = params.get_mut(&f.name) {
-            *v = value::normalize(&f.ty, v).map_err(|m| CallError::invalid_field(&f.name, m))?;
-        } else if call.op == Op::Create
-            && let Some(d) = &f.default
-        {
-            params.insert(f.name.clone(), d.clone());
+    // The given values in field order (every key is a field: checked above).
+    let mut given: Vec<Option<Json>> = vec![None; e.fields.len()];
+    for (k, v) in params {
+        if let Some(i) = e.fields.iter().position(|f| f.name == k) {
+            given[i] = Some(v);
         }
     }
-    let now = crate::time::now();
-    let mut values = Vec::with_capacity(params.len() + 2);
-    for f in &e.fields {
-        let Some(v) = params.remove(&f.name) else {
-            continue;
+    let mut values = Vec::with_capacity(e.fields.len() + 2);
+    for (f, v) in e.fields.iter().zip(given) {
+        let v = match v {
+            Some(v)
+                if matches!(
+                    f.ty,
+                    crate::schema::FieldType::Date
+                        | crate::schema::FieldType::Datetime
+                        | crate::schema::FieldType::Enum(_)
+                ) =>
+            {
+                value::normalize(&f.ty, &v).map_err(|m| CallError::invalid_field(&f.name, m))?
+            }
+            Some(v) => v,
+            None => match (&f.default, call.op) {
+                (Some(d), Op::Create) => d.clone(),
+                _ => continue,
+            },
         };
         let stored = if f.secret {
             match v.as_str() {
@@ -198,12 +224,12 @@ pub async fn prepare(
                 None => Value::Text(None),
             }
         } else {
-            Value::from_json(f.ty.col_type(), &v)
+            Value::from_json_owned(f.ty.col_type(), v)
         };
         values.push((f.name.clone(), stored));
     }
     if call.op == Op::Create {
-        values.push(("created_dt".into(), Value::text(now.clone())));
+        values.push(("created_dt".into(), Value::text(now)));
     }
     values.push(("updated_dt".into(), Value::text(now)));
     Ok(Prepared {

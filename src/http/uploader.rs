@@ -10,7 +10,7 @@ use crate::uploader::rows::Columns;
 use crate::uploader::run::{self, Sink};
 use crate::uploader::{Plan, UploadError, validate};
 use poem::http::StatusCode;
-use poem::web::{Data, Multipart};
+use poem::web::Data;
 use poem::{Body, Request, Response, handler};
 use serde_json::json;
 use std::sync::Arc;
@@ -53,12 +53,28 @@ impl Drop for Cleanup {
 #[handler]
 pub async fn upload(
     req: &Request,
-    mp: Multipart,
+    body: Body,
     Authed(caller): Authed,
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
+    let ctype = req.header("content-type").unwrap_or("");
+    if !ctype
+        .to_ascii_lowercase()
+        .starts_with("multipart/form-data")
+    {
+        return Err(ApiError::UnsupportedMediaType(
+            "the uploader takes multipart/form-data".into(),
+        ));
+    }
     let dir = intake::work_dir(&state.settings.data_dir);
-    let received = intake::receive(mp, &dir, "csvfile", state.settings.max_upload_bytes).await?;
+    let received = intake::receive(
+        req.header("content-type").unwrap_or(""),
+        body,
+        &dir,
+        "csvfile",
+        state.settings.max_upload_bytes,
+    )
+    .await?;
     let mut cleanup = Cleanup(received.file.iter().map(|(p, _)| p.clone()).collect());
     let entity = received
         .fields
@@ -115,9 +131,15 @@ pub async fn upload(
     ));
     cleanup.0.push(utf8.clone());
     let (s2, u2) = (src.clone(), utf8.clone());
+    let started = std::time::Instant::now();
     let layout = tokio::task::spawn_blocking(move || validate::check(&s2, &u2, encoding))
         .await
         .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
+    tracing::info!(
+        rows = layout.rows,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "upload checked"
+    );
     Columns::from_header(&layout.header, &e)
         .map_err(|m| ApiError::BadRequest(format!("the file cannot be used: {m}")))?;
     let plan = Plan {
@@ -188,10 +210,14 @@ async fn synchronous(
         run::rows(&jobs, &req, caller, Sink::Quiet, &stop)
             .await
             .map_err(internal)?;
-        let bytes = tokio::fs::read(&result_path)
+        let file = tokio::fs::File::open(&result_path)
             .await
             .map_err(|e| ApiError::from(UploadError::Io(e.to_string())))?;
-        return Ok(csv_attachment(Body::from(bytes), &plan.result_name(), plan));
+        return Ok(csv_attachment(
+            Body::from_async_read(file),
+            &plan.result_name(),
+            plan,
+        ));
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(1024);
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(16);
@@ -218,12 +244,27 @@ async fn synchronous(
         let tail = match result {
             Err(e) => {
                 tracing::error!(error = %e, "synchronous upload failed");
-                "Error: the upload stopped because of a server failure\n"
-                    .to_string()
-                    .into_bytes()
+                "Error: the upload stopped because of a server failure\n".to_string()
             }
-            Ok(()) if get_content => tokio::fs::read(&result_path).await.unwrap_or_default(),
-            Ok(()) => format!("Result: {rel}\n").into_bytes(),
+            Ok(()) if get_content => {
+                // The result file, piece by piece.
+                use tokio::io::AsyncReadExt;
+                if let Ok(mut f) = tokio::fs::File::open(&result_path).await {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = f.read(&mut buf).await {
+                        if n == 0
+                            || out_tx
+                                .send(Ok(bytes::Bytes::copy_from_slice(&buf[..n])))
+                                .await
+                                .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+                return;
+            }
+            Ok(()) => format!("Result: {rel}\n"),
         };
         let _ = out_tx.send(Ok(bytes::Bytes::from(tail))).await;
     });

@@ -77,23 +77,12 @@ pub async fn insert_rows(
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
         let part: Vec<Vec<Value>> = rows.by_ref().take(INSERT_ROWS).collect();
-        let mut groups = Vec::with_capacity(part.len());
-        let mut args = Vec::with_capacity(part.len() * width);
-        for row in part {
-            let base = args.len();
-            groups.push(format!(
-                "({})",
-                (1..=width)
-                    .map(|i| d.ph(base + i))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            args.extend(row);
-        }
+        let n = part.len();
+        let args: Vec<Value> = part.into_iter().flatten().collect();
         let sql = format!(
             "INSERT INTO {} ({col_list}) VALUES {}",
             d.quote(table),
-            groups.join(", ")
+            d.value_groups(width, n, 1)
         );
         ex.execute(&sql, &args).await?;
     }

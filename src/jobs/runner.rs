@@ -161,13 +161,14 @@ impl Jobs {
             };
             let who = caller.as_ref().unwrap_or(&system);
             let mut tx = self.storage.begin().await?;
-            let (outcomes, changed) = match self.engine.run_chunk(tx.as_mut(), who, calls).await {
-                Ok(x) => x,
-                Err(e) => {
-                    let _ = tx.rollback().await;
-                    return Err(e);
-                }
-            };
+            let (outcomes, changed) =
+                match self.engine.run_chunk(tx.as_mut(), who, calls, true).await {
+                    Ok(x) => x,
+                    Err(e) => {
+                        let _ = tx.rollback().await;
+                        return Err(e);
+                    }
+                };
             let results = outcomes
                 .iter()
                 .enumerate()

@@ -81,6 +81,14 @@ impl Value {
         }
     }
 
+    /// [`Value::from_json`] without copying strings.
+    pub fn from_json_owned(t: ColType, j: serde_json::Value) -> Value {
+        match (t, j) {
+            (ColType::Text, serde_json::Value::String(s)) => Value::Text(Some(s)),
+            (t, j) => Value::from_json(t, &j),
+        }
+    }
+
     /// JSON form of a stored value.
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::Value as J;

@@ -18,6 +18,25 @@ impl Dialect {
         }
     }
 
+    /// `rows` parenthesised groups of `width` placeholders, numbered from `first`.
+    pub fn value_groups(self, width: usize, rows: usize, first: usize) -> String {
+        match self {
+            Dialect::Sqlite => {
+                // Anonymous placeholders bind in order; no numbers to format.
+                let one = format!("({})", vec!["?"; width].join(", "));
+                vec![one; rows].join(", ")
+            }
+            Dialect::Postgres => (0..rows)
+                .map(|r| {
+                    let cells: Vec<String> =
+                        (0..width).map(|c| self.ph(first + r * width + c)).collect();
+                    format!("({})", cells.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
     /// A quoted identifier.
     pub fn quote(self, ident: &str) -> String {
         debug_assert!(ident.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));

@@ -29,7 +29,7 @@ fn open(path: &PathBuf) -> rusqlite::Result<Connection> {
     c.busy_timeout(Duration::from_secs(30))?;
     c.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;
-         PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;",
+         PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY;",
     )?;
     c.set_prepared_statement_cache_capacity(256);
     Ok(c)

@@ -2,10 +2,8 @@
 //! in memory, refused past the size limit), the other parts are small text fields.
 
 use super::UploadError;
-use poem::web::Multipart;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use tokio::io::AsyncReadExt as _;
 use tokio::io::AsyncWriteExt;
 
 /// A received upload.
@@ -20,20 +18,55 @@ pub fn work_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("uploads")
 }
 
-/// Reads every part; the part named `file_field` goes to a new file in `dir`.
+/// A body stream that hands over one chunk per poll, so that the multipart parser (which
+/// buffers everything a stream has ready) holds at most one chunk at a time.
+struct Paced<S> {
+    inner: S,
+    handed: bool,
+}
+
+impl<S: futures::Stream + Unpin> futures::Stream for Paced<S> {
+    type Item = S::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        if self.handed {
+            self.handed = false;
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        let next = std::pin::Pin::new(&mut self.inner).poll_next(cx);
+        if let std::task::Poll::Ready(Some(_)) = &next {
+            self.handed = true;
+        }
+        next
+    }
+}
+
+/// Reads every part of a `multipart/form-data` body; the part named `file_field` goes to a
+/// new file in `dir`.
 pub async fn receive(
-    mut mp: Multipart,
+    content_type: &str,
+    body: poem::Body,
     dir: &Path,
     file_field: &str,
     limit: u64,
 ) -> Result<Received, UploadError> {
+    let boundary = multer::parse_boundary(content_type)
+        .map_err(|_| UploadError::BadRequest("the body must be multipart/form-data".into()))?;
+    let stream = Paced {
+        inner: Box::pin(body.into_bytes_stream()),
+        handed: false,
+    };
+    let mut mp = multer::Multipart::new(stream, boundary);
     let bad = |_| UploadError::BadRequest("the multipart body is malformed".into());
     tokio::fs::create_dir_all(dir)
         .await
         .map_err(|e| UploadError::Io(e.to_string()))?;
     let mut fields = HashMap::new();
     let mut file = None;
-    while let Some(field) = mp.next_field().await.map_err(bad)? {
+    while let Some(mut field) = mp.next_field().await.map_err(bad)? {
         let name = field.name().unwrap_or("").to_string();
         if name == file_field {
             let original = field
@@ -45,7 +78,7 @@ pub async fn receive(
                 "{}.upload",
                 hex::encode(rand::random::<[u8; 12]>())
             ));
-            let written = copy_limited(field.into_async_read(), &path, limit).await;
+            let written = copy_limited(&mut field, &path, limit).await;
             match written {
                 Ok(_) => file = Some((path, original)),
                 Err(e) => {
@@ -67,30 +100,28 @@ pub async fn receive(
 }
 
 async fn copy_limited(
-    src: impl tokio::io::AsyncRead + Send,
+    field: &mut multer::Field<'_>,
     path: &Path,
     limit: u64,
 ) -> Result<u64, UploadError> {
     let io = |e: std::io::Error| UploadError::Io(e.to_string());
-    let mut out = tokio::io::BufWriter::new(tokio::fs::File::create(path).await.map_err(io)?);
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut out = tokio::io::BufWriter::with_capacity(
+        256 * 1024,
+        tokio::fs::File::create(path).await.map_err(io)?,
+    );
     let mut total = 0u64;
-    let mut src = std::pin::pin!(src);
-    loop {
-        let n = src
-            .read(&mut buf)
-            .await
-            .map_err(|_| UploadError::BadRequest("the upload was cut off".into()))?;
-        if n == 0 {
-            break;
-        }
-        total += n as u64;
+    while let Some(chunk) = field
+        .chunk()
+        .await
+        .map_err(|_| UploadError::BadRequest("the upload was cut off".into()))?
+    {
+        total += chunk.len() as u64;
         if total > limit {
             return Err(UploadError::TooLarge(format!(
                 "the file is larger than the limit of {limit} bytes"
             )));
         }
-        out.write_all(&buf[..n]).await.map_err(io)?;
+        out.write_all(&chunk).await.map_err(io)?;
     }
     out.flush().await.map_err(io)?;
     Ok(total)

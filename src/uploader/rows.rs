@@ -3,6 +3,7 @@
 use crate::engine::{Call, CallError, Op, prepare};
 use crate::schema::Entity;
 use serde_json::Value as Json;
+use std::borrow::Cow;
 
 /// Where the system columns are, and which columns are fields.
 #[derive(Debug, Clone)]
@@ -140,30 +141,32 @@ pub fn res_of(outcome: &Result<Json, CallError>) -> (u16, String) {
 }
 
 /// The result cells of a record: `res` and `id` set, the rest as uploaded.
-pub fn result_cells(
+pub fn result_cells<'a>(
     cols: &Columns,
-    rec: &csv::StringRecord,
-    res: Option<&str>,
+    rec: &'a csv::StringRecord,
+    res: Option<&'a str>,
     new_id: Option<i64>,
-) -> Vec<String> {
-    let mut out = Vec::with_capacity(cols.names.len() + 2);
-    let id_text = |current: &str| match new_id {
-        Some(i) => i.to_string(),
-        None => current.to_string(),
+) -> Vec<Cow<'a, str>> {
+    let mut out: Vec<Cow<'a, str>> = Vec::with_capacity(cols.names.len() + 2);
+    let id_text = |current: &'a str| -> Cow<'a, str> {
+        match new_id {
+            Some(i) => Cow::Owned(i.to_string()),
+            None => Cow::Borrowed(current),
+        }
     };
     if cols.res.is_none() {
-        out.push(res.unwrap_or("").to_string());
+        out.push(Cow::Borrowed(res.unwrap_or("")));
     }
     if cols.id.is_none() {
         out.push(id_text(""));
     }
     for (i, v) in rec.iter().enumerate() {
         if Some(i) == cols.res {
-            out.push(res.map_or_else(|| v.to_string(), str::to_string));
+            out.push(Cow::Borrowed(res.unwrap_or(v)));
         } else if Some(i) == cols.id {
             out.push(id_text(v));
         } else {
-            out.push(v.to_string());
+            out.push(Cow::Borrowed(v));
         }
     }
     out

@@ -72,6 +72,7 @@ pub async fn rows(
     sink: Sink,
     stop: &watch::Receiver<bool>,
 ) -> Result<(), StorageError> {
+    let started = std::time::Instant::now();
     let plan = plan_of(req)?;
     let catalog = jobs.engine.catalog.load();
     let entity = catalog
@@ -96,20 +97,29 @@ pub async fn rows(
         if *stop.borrow() {
             return Ok(());
         }
-        let works: Vec<Work> = records
-            .iter()
-            .map(|r| rows::work(&cols, &entity, r))
-            .collect();
-        let calls: Vec<Result<Call, CallError>> = works
-            .iter()
-            .filter_map(|w| match w {
-                Work::Skip => None,
-                Work::Run(c) => Some(Ok(c.clone())),
-                Work::Fail(e) => Some(Err(e.clone())),
-            })
-            .collect();
+        // Per row: None for a skipped row, else whether it creates.
+        let mut kinds: Vec<Option<bool>> = Vec::with_capacity(records.len());
+        let mut calls: Vec<Result<Call, CallError>> = Vec::with_capacity(records.len());
+        for r in &records {
+            match rows::work(&cols, &entity, r) {
+                Work::Skip => kinds.push(None),
+                Work::Run(c) => {
+                    kinds.push(Some(c.op == crate::engine::Op::Create));
+                    calls.push(Ok(c));
+                }
+                Work::Fail(e) => {
+                    kinds.push(Some(false));
+                    calls.push(Err(e));
+                }
+            }
+        }
+        let want_lines = !matches!(sink, Sink::Quiet);
         let mut tx = jobs.storage.begin().await?;
-        let (outcomes, changed) = match jobs.engine.run_chunk(tx.as_mut(), caller, calls).await {
+        let (outcomes, changed) = match jobs
+            .engine
+            .run_chunk(tx.as_mut(), caller, calls, false)
+            .await
+        {
             Ok(x) => x,
             Err(e) => {
                 let _ = tx.rollback().await;
@@ -124,24 +134,32 @@ pub async fn rows(
                 .delimiter(plan.layout.separator)
                 .terminator(csv::Terminator::CRLF)
                 .from_writer(&mut text);
-            for (i, (rec, work)) in records.iter().zip(&works).enumerate() {
+            for (i, (rec, kind)) in records.iter().zip(&kinds).enumerate() {
                 let line = done + i as i64 + 1;
-                let cells = match work {
-                    Work::Skip => rows::result_cells(&cols, rec, None, None),
-                    _ => {
+                match kind {
+                    None => w.write_record(
+                        rows::result_cells(&cols, rec, None, None)
+                            .iter()
+                            .map(|c| c.as_bytes()),
+                    ),
+                    Some(creates) => {
                         let o = outcomes.next().unwrap_or(Err(CallError::Internal));
                         let (status, res) = rows::res_of(&o);
-                        let new_id = match (work, &o) {
-                            (Work::Run(c), Ok(obj)) if c.op == crate::engine::Op::Create => {
-                                obj["id"].as_i64()
-                            }
+                        let new_id = match &o {
+                            Ok(obj) if *creates => obj["id"].as_i64(),
                             _ => None,
                         };
-                        lines.push(format!("Line: {line} done. Result: {status}. {res}"));
-                        rows::result_cells(&cols, rec, Some(&res), new_id)
+                        if want_lines {
+                            lines.push(format!("Line: {line} done. Result: {status}. {res}"));
+                        }
+                        w.write_record(
+                            rows::result_cells(&cols, rec, Some(&res), new_id)
+                                .iter()
+                                .map(|c| c.as_bytes()),
+                        )
                     }
-                };
-                w.write_record(&cells).map_err(io_err)?;
+                }
+                .map_err(io_err)?;
             }
             w.flush().map_err(io_err)?;
         }
@@ -185,6 +203,7 @@ pub async fn rows(
     reader.await.map_err(io_err)?.map_err(io_err)?;
     let ctype = format!("text/csv; charset={}", encoding.name());
     jobs.finish(req, 200, &ctype, &rel).await?;
+    tracing::info!(rid = %req.rid, rows = done, elapsed_ms = started.elapsed().as_millis() as u64, "upload rows done");
     let _ = std::fs::remove_file(&plan.utf8_path);
     Ok(())
 }
