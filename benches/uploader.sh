@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Uploader benchmark: a 1,000,000-row create CSV uploaded synchronously, against `sqlite3
+# .import` of the same file into a table of the same columns, measured in the same run.
+# Prints medians of RUNS runs and the server's peak resident size (VmHWM) per run.
+#
+#   benches/uploader.sh                       # SQLite
+#   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/uploader.sh   # and PostgreSQL
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROWS="${ROWS:-1000000}"
+RUNS="${RUNS:-3}"
+PORT="${PORT:-18191}"
+command -v sqlite3 >/dev/null || { echo "install sqlite3 (apt-get install sqlite3)" >&2; exit 1; }
+cargo build --release --quiet
+work=$(mktemp -d)
+pid=""
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+gen() { # rows fail_every file
+  awk -v n="$1" -v f="$2" 'BEGIN {
+    print "op,name,type,description,is_active";
+    for (i = 1; i <= n; i++) {
+      t = (f > 0 && i % f == 0) ? "x" : i % 7;
+      printf "c,campaign %d,%s,row number %d of the benchmark,1\n", i, t, i
+    }
+  }' > "$3"
+}
+gen "$ROWS" 0 "$work/ok.csv"
+gen "$ROWS" 100 "$work/fail1.csv"
+
+now_ms() { date +%s%3N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+start_server() { # data_dir [database_url]
+  local args=(serve --bind "127.0.0.1:$PORT" --data-dir "$1" --entities entities)
+  [ -n "${2:-}" ] && args+=(--database-url "$2")
+  ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn ./target/release/entiserve "${args[@]}" 2>"$work/server.log" &
+  pid=$!
+  for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && return; sleep 0.05; done
+  echo "server did not start" >&2; cat "$work/server.log" >&2; exit 1
+}
+stop_server() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+
+upload_once() { # file database_url -> "ms rss_kb ok_rows"
+  local db="${2:-}"
+  rm -rf "$work/data"
+  start_server "$work/data" "$db"
+  local t0 t1 rss ok
+  t0=$(now_ms)
+  curl -sf -u admin:bench -F entity=campaigns -F "csvfile=@$1" \
+    "http://127.0.0.1:$PORT/tools/uploader.ex.php" -o "$work/result.csv"
+  t1=$(now_ms)
+  rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+  ok=$(grep -c '^OK,' "$work/result.csv" || true)
+  stop_server
+  echo "$((t1 - t0)) $rss $ok"
+}
+
+# The baseline puts the same rows into a table of the same definition as the server's
+# `campaigns` (AUTOINCREMENT id, timestamps): .import into a staging table, then one INSERT.
+import_once() { # file -> ms
+  rm -f "$work/import.db"
+  sqlite3 "$work/import.db" "PRAGMA journal_mode=WAL;" \
+    "CREATE TABLE campaigns (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, type INTEGER DEFAULT 1, description TEXT, is_active INTEGER DEFAULT 1, created_dt TEXT NOT NULL, updated_dt TEXT NOT NULL);" >/dev/null
+  local t0 t1
+  t0=$(now_ms)
+  sqlite3 "$work/import.db" ".import --csv $1 staging" \
+    "INSERT INTO campaigns (name, type, description, is_active, created_dt, updated_dt) SELECT name, type, description, is_active, datetime('now'), datetime('now') FROM staging;"
+  t1=$(now_ms)
+  echo $((t1 - t0))
+}
+
+pg_db() { # -> url of a fresh database
+  local name="entiserve_bench_$RANDOM$RANDOM"
+  psql "$PG_URL" -qAtc "CREATE DATABASE $name" >/dev/null
+  echo "${PG_URL%/*}/$name"
+}
+
+row() { # label file database_url
+  local times=() rss=() imports=() ok=""
+  for _ in $(seq 1 "$RUNS"); do
+    imports+=("$(import_once "$2")")
+    local db="${3:-}"
+    [ "$db" = "pg" ] && db=$(pg_db)
+    read -r ms kb ok < <(upload_once "$2" "$db")
+    times+=("$ms"); rss+=("$kb")
+    if [ -n "${3:-}" ]; then psql "$PG_URL" -qAtc "DROP DATABASE IF EXISTS ${db##*/} WITH (FORCE)" >/dev/null; fi
+  done
+  local t i r
+  t=$(printf '%s\n' "${times[@]}" | median)
+  i=$(printf '%s\n' "${imports[@]}" | median)
+  r=$(printf '%s\n' "${rss[@]}" | sort -n | tail -n 1)
+  printf '| %s | %s | %.2f s | %.2f s | %.2f | %d MB | %s |\n' "$1" "$ROWS" \
+    "$(echo "$t / 1000" | bc -l)" "$(echo "$i / 1000" | bc -l)" "$(echo "$t / $i" | bc -l)" "$((r / 1024))" "$ok"
+}
+
+echo "runs: $RUNS, rows: $ROWS, machine: $(nproc) cores"
+echo
+echo "| backend, file | rows | upload (median) | sqlite3 .import (median) | ratio | peak RSS | rows OK |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+row "SQLite, all rows valid" "$work/ok.csv"
+row "SQLite, 1% failing rows" "$work/fail1.csv"
+if [ -n "${PG_URL:-}" ]; then
+  row "PostgreSQL, all rows valid" "$work/ok.csv" pg
+  row "PostgreSQL, 1% failing rows" "$work/fail1.csv" pg
+fi
