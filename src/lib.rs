@@ -9,6 +9,8 @@ pub mod catalog;
 pub mod engine;
 pub mod http;
 pub mod jobs;
+pub mod openapi;
+pub mod reload;
 pub mod schema;
 pub mod settings;
 pub mod storage;
@@ -110,7 +112,17 @@ impl App {
         let jobs = self.state.jobs.clone();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut tasks = jobs.spawn_workers(WORKERS, stop_rx.clone());
-        tasks.push(jobs.spawn_sweeper(stop_rx));
+        tasks.push(jobs.spawn_sweeper(stop_rx.clone()));
+        let entities = self.state.settings.entities_dir.clone();
+        let engine = self.state.engine.clone();
+        tasks.push(reload::spawn_sighup(
+            engine.clone(),
+            entities.clone(),
+            stop_rx.clone(),
+        ));
+        if self.state.settings.dev {
+            tasks.push(reload::spawn_watcher(engine, entities, stop_rx));
+        }
         tracing::info!(addr = %self.addr, worker = %jobs.worker_id, "listening");
         poem::Server::new_with_acceptor(self.acceptor)
             .run_with_graceful_shutdown(http::app(self.state), shutdown, Some(grace))

@@ -25,10 +25,16 @@ pub async fn token(
         Payload::Strings(s) => params.extend(s),
         Payload::Object(m) => {
             for (k, v) in m {
-                let s = match v {
-                    Json::String(s) => s,
-                    Json::Number(n) => n.to_string(),
-                    _ => return Err(ApiError::BadRequest(format!("`{k}` must be a string"))),
+                let s = match (k.as_str(), v) {
+                    ("login" | "password", Json::String(s)) => s,
+                    ("ttl", Json::Number(n)) if n.is_u64() => n.to_string(),
+                    ("login" | "password", _) => {
+                        return Err(ApiError::BadRequest(format!("`{k}` must be a string")));
+                    }
+                    ("ttl", _) => {
+                        return Err(ApiError::BadRequest("`ttl` must be an integer".into()));
+                    }
+                    _ => return Err(ApiError::BadRequest(format!("unknown field `{k}`"))),
                 };
                 params.push((k, s));
             }

@@ -46,7 +46,11 @@ pub async fn list(
     let pairs = body::query_pairs(req)?;
     let limit = page_param(&pairs, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = page_param(&pairs, "offset", 0, i64::MAX)?;
-    let as_csv = body::query_param(&pairs, "t").as_deref() == Some("csv");
+    let as_csv = match body::query_param(&pairs, "t").as_deref() {
+        None | Some("json") => false,
+        Some("csv") => true,
+        Some(_) => return Err(ApiError::BadRequest("`t` must be csv or json".into())),
+    };
     let page = state
         .engine
         .list(&caller, &entity, body::field_pairs(pairs), limit, offset)

@@ -7,6 +7,7 @@ pub mod batch;
 mod bgrs;
 pub mod body;
 mod crud;
+mod docs;
 pub mod error;
 pub mod uploader;
 
@@ -72,6 +73,8 @@ fn healthz() -> Response {
 /// Every route, under one prefix (`""` or `"/v2.5"`).
 fn routes(mut r: Route, p: &str) -> Route {
     r = r
+        .at(format!("{p}/openapi.json"), get(docs::openapi))
+        .at(format!("{p}/docs"), get(docs::page))
         .at(format!("{p}/auth/token"), post(auth::token))
         .at(format!("{p}/users/me"), get(auth::me))
         .at(format!("{p}/bgrs"), get(bgrs::list))
@@ -95,6 +98,24 @@ fn routes(mut r: Route, p: &str) -> Route {
     r
 }
 
+/// The methods a path answers, for the `Allow` header of a 405.
+fn allowed_methods(path: &str) -> &'static str {
+    let path = path.strip_prefix("/v2.5").unwrap_or(path);
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["auth", "token"] | ["tools", "uploader.ex.php"] => "POST",
+        ["bgrs", ..]
+        | ["media", ..]
+        | ["users", "me"]
+        | ["healthz"]
+        | ["docs"]
+        | ["openapi.json"] => "GET",
+        [_] => "GET, POST, PUT, DELETE",
+        [_, _] => "GET, PUT, DELETE",
+        _ => "GET",
+    }
+}
+
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     error::to_json_response(poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))
 }
@@ -107,10 +128,16 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
     r.data(state)
         .with(CatchPanic::new().with_handler(panic_response))
         .around(|ep, req| async move {
-            Ok(match ep.call(req).await {
+            let allow = allowed_methods(req.uri().path());
+            let mut resp = match ep.call(req).await {
                 Ok(r) => r,
                 Err(e) => error::to_json_response(e),
-            })
+            };
+            if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+                resp.headers_mut()
+                    .insert("allow", poem::http::HeaderValue::from_static(allow));
+            }
+            Ok(resp)
         })
         .into_endpoint()
 }

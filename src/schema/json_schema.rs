@@ -3,11 +3,14 @@
 use super::{Field, FieldType};
 use serde_json::{Map, Value as Json, json};
 
+/// Text may hold any character but NUL (which PostgreSQL cannot store).
+const NO_NUL: &str = "^[^\\x00]*$";
+
 /// JSON Schema of one field's value (without the null alternative).
 pub fn field_schema(f: &Field) -> Json {
     let mut s = match &f.ty {
-        FieldType::String | FieldType::Text => json!({"type": "string"}),
-        FieldType::Integer => json!({"type": "integer"}),
+        FieldType::String | FieldType::Text => json!({"type": "string", "pattern": NO_NUL}),
+        FieldType::Integer => json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}),
         FieldType::Decimal => json!({"type": "number"}),
         FieldType::Boolean => json!({"type": "boolean"}),
         FieldType::Date => json!({"type": "string", "format": "date"}),
@@ -16,7 +19,7 @@ pub fn field_schema(f: &Field) -> Json {
             "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}Z?$"
         }),
         FieldType::Enum(values) => json!({"type": "string", "enum": values}),
-        FieldType::Reference(_) => json!({"type": "integer", "minimum": 1}),
+        FieldType::Reference(_) => json!({"type": "integer", "minimum": 1, "maximum": i64::MAX}),
     };
     if let Some(n) = f.max_length {
         s["maxLength"] = json!(n);

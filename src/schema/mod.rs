@@ -8,6 +8,7 @@ mod raw;
 pub mod value;
 
 pub use compile::{Diagnostic, compile_dir, compile_sources};
+pub use json_schema::field_schema;
 
 use indexmap::IndexMap;
 use serde_json::Value as Json;

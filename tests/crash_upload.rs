@@ -1,0 +1,374 @@
+//! Crash safety of a background CSV upload, against the real `entiserve` binary.
+//!
+//! A 200,000-row background upload (`bgrs=1`) is interrupted by a SIGKILL of the server
+//! running it; a new server on the same data directory resumes it from its last committed
+//! chunk. Every row must be applied exactly once: a result file of 200,000 rows, all `OK`,
+//! in input order, with distinct ids; exactly 200,000 campaigns; one `Line: <n> done` detail
+//! per row; and a `resumed (worker …)` detail from the second server.
+
+mod common;
+
+use reqwest::Client;
+use reqwest::multipart::{Form, Part};
+use serde_json::Value as Json;
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const PASSWORD: &str = "crash-upload-secret";
+const ROWS: usize = 200_000;
+const UPLOAD: &str = "/tools/uploader.ex.php";
+
+/// A running `entiserve serve` process; killed when dropped.
+struct Server {
+    label: &'static str,
+    child: Child,
+    base: String,
+    client: Client,
+}
+
+impl Server {
+    /// Starts a SQLite server on `data_dir` and waits until it listens. Its stderr is echoed
+    /// (captured by the test harness) so it never blocks.
+    fn start(label: &'static str, data_dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_entiserve"))
+            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .arg("--entities")
+            .arg(common::shipped_entities())
+            .env("ENTISERVE_ADMIN_PASSWORD", PASSWORD)
+            .env_remove("DATABASE_URL")
+            .env_remove("ENTISERVE_DEV")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start entiserve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[{label}] {line}");
+                if let Some(addr) = line.strip_prefix("entiserve listening on ") {
+                    let _ = tx.send(addr.to_string());
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("server {label} did not start listening: {e}"));
+        Server {
+            label,
+            child,
+            base,
+            client: Client::new(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, then reap.
+    fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL the server");
+        let _ = self.child.wait();
+    }
+
+    /// GET `path` as admin; panics when the server is unreachable (did it die?).
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .basic_auth("admin", Some(PASSWORD))
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "server {} (pid {}) unreachable: {e}",
+                    self.label,
+                    self.pid()
+                )
+            })
+    }
+
+    /// GET `path`, expecting 200; returns the body text.
+    async fn get_text(&self, path: &str) -> String {
+        let r = self.get(path).await;
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 200, "{} GET {path}: {text}", self.label);
+        text
+    }
+
+    /// GET `path`, expecting 200 and JSON.
+    async fn get_json(&self, path: &str) -> Json {
+        let text = self.get_text(path).await;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
+    }
+
+    /// Uploads `csv` as `big.csv` into campaigns in the background; returns the request id.
+    async fn upload_background(&self, csv: Vec<u8>) -> String {
+        let form = Form::new()
+            .text("entity", "campaigns")
+            .text("bgrs", "1")
+            .part("csvfile", Part::bytes(csv).file_name("big.csv"));
+        let r = self
+            .client
+            .post(format!("{}{UPLOAD}", self.base))
+            .basic_auth("admin", Some(PASSWORD))
+            .multipart(form)
+            .send()
+            .await
+            .expect("POST the upload");
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 202, "upload: {text}");
+        let body: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        body["request"].as_str().expect("a request id").to_string()
+    }
+
+    /// `(status_id, progress)` of the request.
+    async fn progress(&self, rid: &str) -> (String, f64) {
+        let rec = &self.get_json(&format!("/bgrs/{rid}")).await[0];
+        let status = rec["status_id"].as_str().expect("status_id").to_string();
+        let progress = rec["progress"].as_str().expect("progress").parse().unwrap();
+        (status, progress)
+    }
+
+    /// The `details` texts of the request, in order.
+    async fn details(&self, rid: &str) -> Vec<String> {
+        let details = self.get_json(&format!("/bgrs/{rid}/details")).await;
+        details
+            .as_array()
+            .expect("details are an array")
+            .iter()
+            .map(|d| d["details"].as_str().expect("a details text").to_string())
+            .collect()
+    }
+
+    /// Polls until the request is finished; panics after `timeout`.
+    async fn wait_finished(&self, rid: &str, timeout: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let (status, progress) = self.progress(rid).await;
+            if status == "4" {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "{rid} not finished after {timeout:?} (status {status}, progress {progress})"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `X-Total-Count` of the campaigns.
+    async fn campaign_count(&self) -> u64 {
+        let r = self.get("/campaigns?limit=1").await;
+        assert_eq!(r.status(), 200);
+        let total = r.headers()["x-total-count"].to_str().unwrap();
+        total.parse().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The name of data row `i` (counted from 1, like the `Line: <n>` details).
+fn name(i: usize) -> String {
+    format!("crash row {i}")
+}
+
+/// `op,name,description` and rows 1..=ROWS creating `crash row <i>`.
+fn big_csv() -> Vec<u8> {
+    let mut csv = String::with_capacity(ROWS * 40);
+    csv.push_str("op,name,description\n");
+    for i in 1..=ROWS {
+        csv.push_str(&format!("c,{},line {i}\n", name(i)));
+    }
+    csv.into_bytes()
+}
+
+/// The pid part of a worker entry `<what> (worker <pid>-<hex>)`.
+fn worker_pid(detail: &str, what: &str) -> Option<u32> {
+    let worker = detail
+        .strip_prefix(what)?
+        .strip_prefix(" (worker ")?
+        .strip_suffix(')')?;
+    worker.split_once('-')?.0.parse().ok()
+}
+
+/// Polls every 20 ms until the request has committed some chunks but not all of them.
+async fn wait_midway(server: &Server, rid: &str) -> f64 {
+    let start = Instant::now();
+    loop {
+        let (status, progress) = server.progress(rid).await;
+        assert_running(rid, &status, progress);
+        if progress > 0.0 {
+            return progress;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{rid} made no progress in 60 s (status {status})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn assert_running(rid: &str, status: &str, progress: f64) {
+    assert!(
+        status != "4" && progress < 100.0,
+        "{rid} finished (status {status}, progress {progress}) before it could be killed"
+    );
+}
+
+/// Data rows in the result file on disk (0 when it is not there).
+fn rows_on_disk(result_file: &Path) -> usize {
+    std::fs::read(result_file)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count().saturating_sub(1))
+        .unwrap_or(0)
+}
+
+/// Once the request is midway, tries for up to a second to catch the moment when the
+/// result file on disk holds rows of a chunk that has not committed yet (written before
+/// the chunk's commit), so that the restart must cut the file back. Returns the progress
+/// and whether that moment was caught; if not, the kill still lands mid-run.
+async fn wait_uncommitted_rows(server: &Server, rid: &str, result_file: &Path) -> (f64, bool) {
+    let mut progress = wait_midway(server, rid).await;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        // The file first: if it is ahead of the commit read after it, it was ahead then
+        // (best effort: a commit may still slip in before the kill).
+        let on_disk = rows_on_disk(result_file);
+        let (status, p) = server.progress(rid).await;
+        assert_running(rid, &status, p);
+        progress = p;
+        let committed = (p * ROWS as f64 / 100.0).round() as usize;
+        if on_disk > committed {
+            return (progress, true);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    (progress, false)
+}
+
+/// The result file: a header plus one `OK` row per input row, in input order, distinct ids.
+fn assert_result(text: &str) {
+    let records: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(text.as_bytes())
+        .records()
+        .enumerate()
+        .map(|(n, r)| r.unwrap_or_else(|e| panic!("result record {n}: {e}")))
+        .collect();
+    assert_eq!(records.len(), ROWS + 1, "the header and one row per line");
+    let header: Vec<&str> = records[0].iter().collect();
+    assert_eq!(header, ["res", "id", "op", "name", "description"]);
+    let mut ids = HashSet::with_capacity(ROWS);
+    for (i, r) in records.iter().enumerate().skip(1) {
+        assert_eq!(r.len(), 5, "result row {i}: {r:?}");
+        assert_eq!(&r[0], "OK", "result row {i}: {r:?}");
+        assert_eq!(&r[3], name(i), "result row {i} out of order: {r:?}");
+        let id: i64 = r[1]
+            .parse()
+            .unwrap_or_else(|e| panic!("result row {i}: id {:?}: {e}", &r[1]));
+        assert!(ids.insert(id), "result row {i}: id {id} appears twice");
+    }
+}
+
+/// One `Line: <n> done` detail for each n in 1..=ROWS, each `Result: 200`; and a
+/// `resumed (worker …)` entry by the second server after a `started` one by the first.
+fn assert_details(details: &[String], first_pid: u32, second_pid: u32) {
+    let mut seen = vec![0u32; ROWS + 1];
+    let mut lines = 0usize;
+    for d in details {
+        let Some(rest) = d.strip_prefix("Line: ") else {
+            continue;
+        };
+        let (n, tail) = rest
+            .split_once(" done. ")
+            .unwrap_or_else(|| panic!("malformed detail {d:?}"));
+        let n: usize = n
+            .parse()
+            .unwrap_or_else(|e| panic!("detail {d:?}: line {n:?}: {e}"));
+        assert!((1..=ROWS).contains(&n), "detail {d:?}: no such line");
+        assert!(tail.starts_with("Result: 200."), "detail {d:?}");
+        seen[n] += 1;
+        lines += 1;
+    }
+    let missing: Vec<usize> = (1..=ROWS).filter(|&n| seen[n] == 0).collect();
+    let twice: Vec<usize> = (1..=ROWS).filter(|&n| seen[n] > 1).collect();
+    assert!(
+        missing.is_empty() && twice.is_empty(),
+        "{lines} line details: {} lines missing (first {:?}), {} more than once (first {:?})",
+        missing.len(),
+        &missing[..missing.len().min(10)],
+        twice.len(),
+        &twice[..twice.len().min(10)],
+    );
+    assert_eq!(lines, ROWS, "one detail per line");
+
+    let workers: Vec<&String> = details
+        .iter()
+        .filter(|d| d.starts_with("started (worker ") || d.starts_with("resumed (worker "))
+        .collect();
+    assert!(
+        details
+            .iter()
+            .any(|d| worker_pid(d, "started") == Some(first_pid)),
+        "no `started (worker {first_pid}-…)` entry: {workers:?}"
+    );
+    assert!(
+        details
+            .iter()
+            .any(|d| worker_pid(d, "resumed") == Some(second_pid)),
+        "no `resumed (worker {second_pid}-…)` entry: {workers:?}"
+    );
+    assert_eq!(
+        details.last().map(String::as_str),
+        Some("done"),
+        "{workers:?}"
+    );
+}
+
+#[tokio::test]
+async fn background_upload_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let csv = big_csv();
+    let t0 = Instant::now();
+    let mut first = Server::start("first", &data);
+    let rid = first.upload_background(csv).await;
+    let uploaded = t0.elapsed();
+    let result_file = data.join(format!("media/keep1m/bgrs.{rid}.result.csv"));
+    let (progress, ahead) = wait_uncommitted_rows(&first, &rid, &result_file).await;
+    first.kill();
+    let on_disk = rows_on_disk(&result_file);
+    eprintln!(
+        "uploaded in {uploaded:?}; killed at {progress}% after {:?} with {on_disk} result \
+         rows on disk (file seen ahead of the commit: {ahead})",
+        t0.elapsed()
+    );
+
+    let second = Server::start("second", &data);
+    let took = second.wait_finished(&rid, Duration::from_secs(180)).await;
+    eprintln!("finished {took:?} after the restart");
+
+    let result = second.get_text(&format!("/v2.5/bgrs/{rid}/result")).await;
+    assert_result(&result);
+    assert_eq!(
+        second.campaign_count().await,
+        ROWS as u64,
+        "exactly one campaign per CSV line"
+    );
+    let details = second.details(&rid).await;
+    assert_details(&details, first.pid(), second.pid());
+    eprintln!("total {:?}", t0.elapsed());
+}

@@ -1,0 +1,225 @@
+//! Live reload of entity definitions (`--dev`) and the OpenAPI document, against a real server.
+
+mod common;
+
+use common::*;
+use reqwest::Method;
+use serde_json::{Value as Json, json};
+use std::time::{Duration, Instant};
+
+/// Polls `check` until it holds (the watcher debounces file events).
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn status(app: &TestApp, m: Method, path: &str, body: Option<Json>) -> (u16, Json) {
+    let mut r = app.admin(m, path);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    json(r.send().await.unwrap()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entities_change_without_a_restart() {
+    let app = spawn_with(|s| s.dev = true).await;
+    let dir = app.entities.clone();
+    // A new file becomes a resource.
+    std::fs::write(
+        dir.join("gadgets.yaml"),
+        "fields:\n  name: { type: string, required: true }\n",
+    )
+    .unwrap();
+    eventually("/gadgets exists", || async {
+        status(&app, Method::GET, "/gadgets", None).await.0 == 200
+    })
+    .await;
+    let (s, g) = status(
+        &app,
+        Method::POST,
+        "/gadgets",
+        Some(json!({"name": "first"})),
+    )
+    .await;
+    assert_eq!(s, 200, "{g}");
+    let (s, _) = status(
+        &app,
+        Method::POST,
+        "/gadgets",
+        Some(json!({"name": "x", "colour": "red"})),
+    )
+    .await;
+    assert_eq!(s, 400, "validation follows the file");
+
+    // An added field is accepted afterwards; existing rows keep their values.
+    std::fs::write(
+        dir.join("gadgets.yaml"),
+        "fields:\n  name: { type: string, required: true }\n  colour: { type: enum, values: [red, blue] }\n",
+    )
+    .unwrap();
+    eventually("colour accepted", || async {
+        status(
+            &app,
+            Method::POST,
+            "/gadgets",
+            Some(json!({"name": "second", "colour": "red"})),
+        )
+        .await
+        .0 == 200
+    })
+    .await;
+    let (_, first) = status(&app, Method::GET, &format!("/gadgets/{}", g["id"]), None).await;
+    assert_eq!(first["name"], "first");
+    assert_eq!(first["colour"], Json::Null);
+    let (_, doc) = status(&app, Method::GET, "/openapi.json", None).await;
+    assert!(
+        doc["components"]["schemas"]["GadgetsCreate"]["properties"]["colour"].is_object(),
+        "the document follows"
+    );
+
+    // An invalid file leaves the previous definition serving.
+    std::fs::write(
+        dir.join("gadgets.yaml"),
+        "fields:\n  name: { type: strng }\n",
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (s, b) = status(
+        &app,
+        Method::POST,
+        "/gadgets",
+        Some(json!({"name": "third", "colour": "blue"})),
+    )
+    .await;
+    assert_eq!(s, 200, "still the last good definition: {b}");
+
+    // A destructive change is refused and the data stays.
+    std::fs::write(
+        dir.join("gadgets.yaml"),
+        "fields:\n  name: { type: string, required: true }\n",
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, again) = status(&app, Method::GET, &format!("/gadgets/{}", b["id"]), None).await;
+    assert_eq!(again["colour"], "blue", "the field is still served");
+    let (s, _) = status(
+        &app,
+        Method::POST,
+        "/gadgets",
+        Some(json!({"name": "fourth", "colour": "red"})),
+    )
+    .await;
+    assert_eq!(s, 200);
+
+    // With allow_destructive the field stops being served, and its column keeps the data.
+    std::fs::write(
+        dir.join("gadgets.yaml"),
+        "allow_destructive: true\nfields:\n  name: { type: string, required: true }\n",
+    )
+    .unwrap();
+    eventually("colour gone", || async {
+        status(&app, Method::GET, &format!("/gadgets/{}", b["id"]), None)
+            .await
+            .1
+            .get("colour")
+            .is_none()
+    })
+    .await;
+    std::fs::write(
+        dir.join("gadgets.yaml"),
+        "fields:\n  name: { type: string, required: true }\n  colour: { type: enum, values: [red, blue] }\n",
+    )
+    .unwrap();
+    eventually("colour back with its data", || async {
+        status(&app, Method::GET, &format!("/gadgets/{}", b["id"]), None)
+            .await
+            .1["colour"]
+            == "blue"
+    })
+    .await;
+
+    // Removing an entity whose table has rows is refused.
+    std::fs::remove_file(dir.join("gadgets.yaml")).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(status(&app, Method::GET, "/gadgets", None).await.0, 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_openapi_document_covers_every_route() {
+    let app = spawn_app().await;
+    let r = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "no credentials needed");
+    let doc: Json = r.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    for p in [
+        "/healthz",
+        "/auth/token",
+        "/users/me",
+        "/bgrs/{rid}",
+        "/v2.5/bgrs/{rid}/result",
+        "/tools/uploader.ex.php",
+        "/campaigns",
+        "/v2.5/campaigns/{id}",
+        "/markers",
+        "/assets/{id}",
+        "/users",
+    ] {
+        assert!(paths.contains_key(p), "{p} is documented");
+    }
+    // Every $ref resolves.
+    fn refs(v: &Json, out: &mut Vec<String>) {
+        match v {
+            Json::Object(m) => {
+                if let Some(Json::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|v| refs(v, out));
+            }
+            Json::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    for r in all {
+        let target = r
+            .trim_start_matches("#/")
+            .split('/')
+            .fold(&doc, |o, k| &o[k]);
+        assert!(!target.is_null(), "{r} resolves");
+    }
+    // The entity schemas are valid JSON Schema and say what the engine enforces.
+    let create = &doc["components"]["schemas"]["CampaignsCreate"];
+    assert_eq!(create["required"], json!(["name"]));
+    assert!(jsonschema::meta::is_valid(create));
+    let page = app.client.get(app.url("/docs")).send().await.unwrap();
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    // A 405 names the methods that are allowed.
+    let r = app.admin(Method::PATCH, "/campaigns").send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    assert_eq!(r.headers()["allow"], "GET, POST, PUT, DELETE");
+    app.stop().await;
+}
