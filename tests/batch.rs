@@ -239,26 +239,35 @@ async fn a_single_call_in_the_background() {
         (Some("solo"), Some(3))
     );
 
-    // A failing single call: the record carries its status, the result its error.
+    // Input that cannot run is refused at once; nothing is queued.
     let id = body["id"].as_i64().unwrap();
+    let r = app
+        .admin(Method::PUT, &format!("/v2.5/campaigns/{id}?bgrs=yes"))
+        .json(&json!({"type": "many"}))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = json(r).await;
+    assert_eq!((s, error_code(&b)), (400, "validation_failed".into()));
+
+    // A call that fails when it runs: the record carries its status, the result its error.
     let rid = submit(
         &app,
         Method::PUT,
-        &format!("/v2.5/campaigns/{id}?bgrs=yes"),
-        json!({"type": "many"}),
+        "/v2.5/campaigns/999999?bgrs=yes",
+        json!({"type": 2}),
     )
     .await;
     let rec = wait_finished(&app, &rid).await;
-    assert_eq!(rec["status"], "400");
-    assert_eq!(rec["name"], format!("PUT /v2.5/campaigns/{id}"));
-    let (_, body) = json(
-        app.admin(Method::GET, &format!("/bgrs/{rid}/result"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(body["error"], "validation_failed");
+    assert_eq!(rec["status"], "404");
+    assert_eq!(rec["name"], "PUT /v2.5/campaigns/999999");
+    let r = app
+        .admin(Method::GET, &format!("/bgrs/{rid}/result"))
+        .send()
+        .await
+        .unwrap();
+    let (_, body) = json(r).await;
+    assert_eq!(body["error"], "not_found");
 
     let rid = submit(
         &app,

@@ -28,6 +28,10 @@ pub async fn execute(
             id: p.id.unwrap_or_default(),
         }),
         Err(StorageError::Unique { column }) => Err(CallError::Conflict { field: column }),
+        Err(StorageError::NotNull { column }) => Err(CallError::invalid_field(
+            column.as_deref().unwrap_or("value"),
+            "may not be null",
+        )),
         Err(StorageError::ForeignKey) if p.op == Op::Delete => Err(CallError::Referenced {
             by: referrers(engine, &p.entity, p.id).await,
         }),
@@ -183,7 +187,9 @@ pub async fn insert_group(
                     .collect(),
             ))
         }
-        Err(StorageError::Unique { .. } | StorageError::ForeignKey) => {
+        Err(
+            StorageError::Unique { .. } | StorageError::ForeignKey | StorageError::NotNull { .. },
+        ) => {
             if isolate {
                 ex.execute("ROLLBACK TO SAVEPOINT grp", &[]).await?;
             }

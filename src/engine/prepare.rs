@@ -198,6 +198,16 @@ pub async fn prepare_at(
         }
     }
     let mut values = Vec::with_capacity(e.fields.len() + 2);
+    for (f, v) in e.fields.iter().zip(&given) {
+        if let (crate::schema::ColType::Int, Some(Json::Number(n))) = (f.ty.col_type(), v)
+            && n.as_i64().is_none()
+        {
+            return Err(CallError::invalid_field(
+                &f.name,
+                format!("{n} is not a 64-bit integer"),
+            ));
+        }
+    }
     for (f, v) in e.fields.iter().zip(given) {
         let v = match v {
             Some(v)

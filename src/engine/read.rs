@@ -85,6 +85,18 @@ impl Engine {
                 }),
                 _ => match e.field(&k) {
                     Some(f) if f.secret => return Err(CallError::UnknownFields(vec![k])),
+                    Some(f)
+                        if v.trim().is_empty()
+                            && !matches!(
+                                f.ty,
+                                crate::schema::FieldType::String | crate::schema::FieldType::Text
+                            ) =>
+                    {
+                        return Err(CallError::invalid_field(
+                            &k,
+                            "an empty filter value matches nothing; leave the filter out",
+                        ));
+                    }
                     Some(_) => typed_filters.push((k, v)),
                     None => return Err(CallError::UnknownFields(vec![k])),
                 },

@@ -22,12 +22,24 @@ pub async fn token(
     let mut params: Vec<(String, String)> = body::query_pairs(req)?;
     match body::read(req, body, 64 * 1024).await? {
         Payload::None => {}
-        Payload::Strings(s) => params.extend(s),
+        Payload::Strings(s) => {
+            if let Some((k, _)) = s
+                .iter()
+                .find(|(k, _)| !matches!(k.as_str(), "login" | "password" | "ttl"))
+            {
+                return Err(ApiError::BadRequest(format!("unknown field `{k}`")));
+            }
+            params.extend(s)
+        }
         Payload::Object(m) => {
             for (k, v) in m {
                 let s = match (k.as_str(), v) {
                     ("login" | "password", Json::String(s)) => s,
-                    ("ttl", Json::Number(n)) if n.is_u64() => n.to_string(),
+                    ("ttl", Json::Number(n))
+                        if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f >= 0.0) =>
+                    {
+                        (n.as_f64().unwrap_or_default() as u64).to_string()
+                    }
                     ("login" | "password", _) => {
                         return Err(ApiError::BadRequest(format!("`{k}` must be a string")));
                     }

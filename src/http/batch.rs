@@ -147,9 +147,8 @@ pub async fn background_call(
     caller: &Caller,
     call: Call,
 ) -> Result<Response> {
-    if state.engine.catalog.load().get(&call.entity).is_none() {
-        return Err(CallError::UnknownEntity(call.entity.clone()).into());
-    }
+    // What can be known now is said now: a call that cannot run is refused before it is queued.
+    crate::engine::prepare::prepare(&state.engine.catalog.load(), caller, &call).await?;
     let key = idempotency_key(req)?;
     let new = NewRequest {
         user_id: caller.id,

@@ -14,8 +14,11 @@ use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 
 fn parse_id(entity: &str, id: &str) -> Result<i64> {
+    // Ids are assigned from 1: anything else names no object.
     id.parse::<i64>()
-        .map_err(|_| ApiError::NotFound(format!("{entity} `{id}` does not exist")))
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| ApiError::NotFound(format!("{entity} `{id}` does not exist")))
 }
 
 fn page_param(pairs: &[(String, String)], name: &str, default: i64, max: i64) -> Result<i64> {

@@ -176,7 +176,7 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
                 {"name": "status_id", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 100}},
                 {"name": "name", "in": "query", "schema": {"type": "string"}},
                 {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 1000}},
-                {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}}
+                {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}
             ],
             "responses": with(ok("requests", json_content(json!({"type": "array", "items": reference("BgRequest")}))), &["400", "401"])
         }}),
@@ -189,7 +189,7 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}/details"),
         json!({"get": {"summary": "The log of a background request", "tags": ["bgrs"],
-            "parameters": [rid, {"name": "since", "in": "query", "schema": {"type": "integer"}}],
+            "parameters": [rid, {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}}],
             "responses": with(ok("entries in order", json_content(json!({"type": "array", "items": reference("Detail")}))), &["400", "401", "404"])}}),
     );
     let result_content = json!({
@@ -204,7 +204,7 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}/events"),
         json!({"get": {"summary": "Server-Sent Events of progress and log entries until the request finishes", "tags": ["bgrs"], "parameters": [rid],
-            "responses": with(ok("an event stream", json!({"text/event-stream": {"schema": {"type": "string"}}})), &["401", "404"])}}),
+            "responses": with(ok("an event stream: `detail` events carry a Detail, `progress` and `finished` events a BgRequest, as JSON", json!({"text/event-stream": {"schema": {}}})), &["401", "404"])}}),
     );
     paths.insert(
         format!("{prefix}/media/keep1m/{{file}}"),

@@ -15,6 +15,8 @@ pub const PREFIXES: [&str; 2] = ["", "/v2.5"];
 pub fn document(catalog: &Catalog) -> Json {
     let mut paths = Map::new();
     let mut schemas = fixed::schemas();
+    let names: Vec<&String> = catalog.entities.keys().collect();
+    schemas["Upload"]["properties"]["entity"]["enum"] = json!(names);
     for prefix in PREFIXES {
         fixed::paths(prefix, &mut paths);
         for e in catalog.entities.values() {
@@ -147,7 +149,7 @@ fn entity_paths(prefix: &str, e: &Entity, paths: &mut Map<String, Json>) {
     let name = &e.name;
     let mut list_params = vec![
         json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1000}}),
-        json!({"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}}),
+        json!({"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}),
         json!({"name": "t", "in": "query", "description": "csv: the same data as CSV", "schema": {"type": "string", "enum": ["csv", "json"]}}),
     ];
     for f in e.fields.iter().filter(|f| !f.secret) {
@@ -189,10 +191,8 @@ fn entity_paths(prefix: &str, e: &Entity, paths: &mut Map<String, Json>) {
     );
     batch_resp.insert("202".into(), accepted.clone());
     batch_resp.extend(errors(&["400", "401", "403", "404", "405", "413", "415"]));
-    let delete_item = json!({"oneOf": [
-        {"type": "integer", "minimum": 1},
-        {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}}, "required": ["id"]}
-    ]});
+    let delete_item =
+        json!({"description": "an id, or an object with `id`; a bad item gets its own 400 result"});
     paths.insert(
         format!("{prefix}/{name}"),
         json!({
@@ -203,7 +203,7 @@ fn entity_paths(prefix: &str, e: &Entity, paths: &mut Map<String, Json>) {
                 "parameters": [bgrs_param()],
                 "requestBody": {"required": true, "content": json_content(json!({"oneOf": [
                     reference(&format!("{t}Create")),
-                    {"type": "array", "items": reference(&format!("{t}Create"))}
+                    {"type": "array", "items": {"description": format!("each item is checked on its own as a {t}Create; a bad item gets its own 400 result")}}
                 ]}))},
                 "responses": create_resp
             },
@@ -211,7 +211,7 @@ fn entity_paths(prefix: &str, e: &Entity, paths: &mut Map<String, Json>) {
                 "summary": format!("Update a batch of {name} objects"),
                 "tags": [name],
                 "parameters": [bgrs_param()],
-                "requestBody": {"required": true, "content": json_content(json!({"type": "array", "items": reference(&format!("{t}BatchUpdate"))}))},
+                "requestBody": {"required": true, "content": json_content(json!({"type": "array", "items": {"description": format!("each item is checked on its own as a {t}BatchUpdate; a bad item gets its own 400 result")}}))},
                 "responses": batch_resp.clone()
             },
             "delete": {

@@ -10,7 +10,7 @@ const NO_NUL: &str = "^[^\\x00]*$";
 pub fn field_schema(f: &Field) -> Json {
     let mut s = match &f.ty {
         FieldType::String | FieldType::Text => json!({"type": "string", "pattern": NO_NUL}),
-        FieldType::Integer => json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}),
+        FieldType::Integer => json!({"type": "integer"}),
         FieldType::Decimal => json!({"type": "number"}),
         FieldType::Boolean => json!({"type": "boolean"}),
         FieldType::Date => json!({"type": "string", "format": "date"}),
@@ -19,7 +19,7 @@ pub fn field_schema(f: &Field) -> Json {
             "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}Z?$"
         }),
         FieldType::Enum(values) => json!({"type": "string", "enum": values}),
-        FieldType::Reference(_) => json!({"type": "integer", "minimum": 1, "maximum": i64::MAX}),
+        FieldType::Reference(_) => json!({"type": "integer", "minimum": 1}),
     };
     if let Some(n) = f.max_length {
         s["maxLength"] = json!(n);
@@ -36,8 +36,8 @@ pub fn payload_schema(entity: &str, fields: &[Field], create: bool) -> Json {
     let mut required = Vec::new();
     for f in fields {
         let mut s = field_schema(f);
-        if !f.required {
-            // Optional fields may be cleared with null.
+        if !f.required && f.default.is_none() {
+            // Optional fields without a default may be cleared with null.
             let inner = s.clone();
             s = json!({"anyOf": [inner, {"type": "null"}]});
         }

@@ -18,6 +18,9 @@ pub fn parse_bool(s: &str) -> Option<bool> {
 /// Converts a string value to the JSON value of a field of type `ty`.
 /// An empty string means null for every type that is not textual.
 pub fn coerce_str(ty: &FieldType, s: &str) -> Result<Json, String> {
+    if s.contains('\0') {
+        return Err("text may not contain NUL characters".into());
+    }
     let t = s.trim();
     match ty {
         FieldType::String | FieldType::Text => Ok(Json::String(s.to_string())),

@@ -112,6 +112,8 @@ pub enum StorageError {
     Unique { column: Option<String> },
     #[error("foreign key constraint violated")]
     ForeignKey,
+    #[error("not-null constraint violated on {column:?}")]
+    NotNull { column: Option<String> },
     #[error("database error: {0}")]
     Database(String),
 }

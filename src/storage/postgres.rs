@@ -69,6 +69,13 @@ fn db(e: sqlx::Error) -> StorageError {
                 return StorageError::Unique { column };
             }
             sqlx::error::ErrorKind::ForeignKeyViolation => return StorageError::ForeignKey,
+            sqlx::error::ErrorKind::NotNullViolation => {
+                let column = d
+                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .and_then(|p| p.column())
+                    .map(str::to_string);
+                return StorageError::NotNull { column };
+            }
             _ => {}
         }
     }

@@ -117,6 +117,14 @@ fn db(e: rusqlite::Error) -> StorageError {
                 return StorageError::Unique { column };
             }
             ffi::SQLITE_CONSTRAINT_FOREIGNKEY => return StorageError::ForeignKey,
+            ffi::SQLITE_CONSTRAINT_NOTNULL => {
+                // "NOT NULL constraint failed: table.column"
+                let column = msg
+                    .as_deref()
+                    .and_then(|m| m.rsplit('.').next())
+                    .map(str::to_string);
+                return StorageError::NotNull { column };
+            }
             _ => {}
         }
     }
