@@ -124,7 +124,7 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-/// Hands freed memory back to the OS at once and commits arena memory only as it is used, so
+/// Hands freed memory back to the OS soon (5 ms) and commits arena memory only as it is used, so
 /// that the resident size follows the work in hand (an upload of any size stays within a few
 /// tens of megabytes).
 fn tune_allocator() {
@@ -133,7 +133,7 @@ fn tune_allocator() {
     // SAFETY: setting documented options; mimalloc reads them on each use.
     unsafe {
         libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
-        libmimalloc_sys::mi_option_set(PURGE_DELAY, 0);
+        libmimalloc_sys::mi_option_set(PURGE_DELAY, 5);
     }
 }
 

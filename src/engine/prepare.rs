@@ -199,13 +199,23 @@ pub async fn prepare_at(
     }
     let mut values = Vec::with_capacity(e.fields.len() + 2);
     for (f, v) in e.fields.iter().zip(&given) {
-        if let (crate::schema::ColType::Int, Some(Json::Number(n))) = (f.ty.col_type(), v)
-            && n.as_i64().is_none()
-        {
-            return Err(CallError::invalid_field(
-                &f.name,
-                format!("{n} is not a 64-bit integer"),
-            ));
+        match v {
+            Some(Json::Number(n))
+                if f.ty.col_type() == crate::schema::ColType::Int && n.as_i64().is_none() =>
+            {
+                return Err(CallError::invalid_field(
+                    &f.name,
+                    format!("{n} is not a 64-bit integer"),
+                ));
+            }
+            // Text holds any character but NUL, which PostgreSQL cannot store.
+            Some(Json::String(s)) if s.contains('\0') => {
+                return Err(CallError::invalid_field(
+                    &f.name,
+                    "text may not contain NUL characters",
+                ));
+            }
+            _ => {}
         }
     }
     for (f, v) in e.fields.iter().zip(given) {

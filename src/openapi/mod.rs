@@ -76,14 +76,34 @@ fn response_ref(name: &str) -> Json {
     json!({"$ref": format!("#/components/responses/{name}")})
 }
 
-/// A payload schema as a component (without the document-level keys).
+/// A payload schema as a component (without the document-level keys), saying also what the
+/// engine checks besides the schema: text never holds NUL.
 fn payload(s: &Json) -> Json {
     let mut s = s.clone();
     if let Some(o) = s.as_object_mut() {
         o.remove("$schema");
         o.remove("title");
     }
+    no_nul(&mut s);
     s
+}
+
+/// Adds the no-NUL pattern to every free-text string schema inside `s`.
+fn no_nul(s: &mut Json) {
+    match s {
+        Json::Object(o) => {
+            let free_text = o.get("type").and_then(Json::as_str) == Some("string")
+                && !["pattern", "enum", "format"]
+                    .iter()
+                    .any(|k| o.contains_key(*k));
+            if free_text {
+                o.insert("pattern".into(), json!("^[^\\x00]*$"));
+            }
+            o.values_mut().for_each(no_nul);
+        }
+        Json::Array(a) => a.iter_mut().for_each(no_nul),
+        _ => {}
+    }
 }
 
 /// The schema of an object as the API returns it.

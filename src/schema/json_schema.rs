@@ -3,13 +3,10 @@
 use super::{Field, FieldType};
 use serde_json::{Map, Value as Json, json};
 
-/// Text may hold any character but NUL (which PostgreSQL cannot store).
-const NO_NUL: &str = "^[^\\x00]*$";
-
 /// JSON Schema of one field's value (without the null alternative).
 pub fn field_schema(f: &Field) -> Json {
     let mut s = match &f.ty {
-        FieldType::String | FieldType::Text => json!({"type": "string", "pattern": NO_NUL}),
+        FieldType::String | FieldType::Text => json!({"type": "string"}),
         FieldType::Integer => json!({"type": "integer"}),
         FieldType::Decimal => json!({"type": "number"}),
         FieldType::Boolean => json!({"type": "boolean"}),

@@ -20,7 +20,8 @@ pub struct SqliteStorage {
     writer: Arc<tokio::sync::Mutex<Connection>>,
 }
 
-fn open(path: &PathBuf) -> rusqlite::Result<Connection> {
+/// Opens one connection with `cache_kib` of page cache.
+fn open(path: &PathBuf, cache_kib: i64) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -29,8 +30,9 @@ fn open(path: &PathBuf) -> rusqlite::Result<Connection> {
     c.busy_timeout(Duration::from_secs(30))?;
     c.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;
-         PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY;",
+         PRAGMA temp_store = MEMORY;",
     )?;
+    c.execute_batch(&format!("PRAGMA cache_size = -{cache_kib};"))?;
     c.set_prepared_statement_cache_capacity(256);
     Ok(c)
 }
@@ -48,9 +50,9 @@ impl SqliteStorage {
         {
             std::fs::create_dir_all(dir)?;
         }
-        let writer = open(&path)?;
+        let writer = open(&path, 8192)?;
         let readers = (0..READERS)
-            .map(|_| open(&path).map(Mutex::new))
+            .map(|_| open(&path, 2048).map(Mutex::new))
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(SqliteStorage {
             readers,

@@ -15,7 +15,7 @@ use std::io::{Seek, Write};
 use tokio::sync::{mpsc, watch};
 
 /// Rows per transaction.
-const CHUNK: usize = 2000;
+const CHUNK: usize = 1000;
 
 /// Where per-line progress goes.
 pub enum Sink {
@@ -84,7 +84,7 @@ pub async fn rows(
     let (result_path, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
     let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;
     let mut cursor = out.stream_position().map_err(io_err)? as i64;
-    let (tx_rows, mut rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(2);
+    let (tx_rows, mut rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
     let reader = spawn_reader(
         plan.utf8_path.clone(),
         plan.layout.separator,
