@@ -8,101 +8,21 @@
 
 mod common;
 
-use reqwest::Client;
+use common::process::{PASSWORD, Server};
+
 use serde_json::{Value as Json, json};
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "crash-secret";
 const ITEMS: usize = 100_000;
 
-/// A running `entiserve serve` process; killed when dropped.
-struct Server {
-    label: &'static str,
-    child: Child,
-    base: String,
-    client: Client,
+/// What this test asks of a server.
+trait BatchOps {
+    async fn post_batch(&self) -> String;
+    async fn workers(&self, rid: &str) -> Vec<String>;
 }
 
-impl Server {
-    /// Starts a server on `data_dir` (and `database_url`, else SQLite) and waits until it
-    /// listens. Its stderr is echoed (captured by the test harness) so it never blocks.
-    fn start(label: &'static str, data_dir: &Path, database_url: Option<&str>) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_entiserve"));
-        cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .arg("--entities")
-            .arg(common::shipped_entities())
-            .env("ENTISERVE_ADMIN_PASSWORD", PASSWORD)
-            .env_remove("DATABASE_URL")
-            .env_remove("ENTISERVE_DEV")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(url) = database_url {
-            cmd.args(["--database-url", url]);
-        }
-        let mut child = cmd.spawn().expect("start entiserve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[{label}] {line}");
-                if let Some(addr) = line.strip_prefix("entiserve listening on ") {
-                    let _ = tx.send(addr.to_string());
-                }
-            }
-        });
-        let base = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("server {label} did not start listening: {e}"));
-        Server {
-            label,
-            child,
-            base,
-            client: Client::new(),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, then reap.
-    fn kill(&mut self) {
-        self.child.kill().expect("SIGKILL the server");
-        let _ = self.child.wait();
-    }
-
-    /// GET `path` as admin; panics when the server is unreachable (did it die?).
-    async fn get(&self, path: &str) -> reqwest::Response {
-        self.client
-            .get(format!("{}{path}", self.base))
-            .basic_auth("admin", Some(PASSWORD))
-            .send()
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "server {} (pid {}) unreachable: {e}",
-                    self.label,
-                    self.pid()
-                )
-            })
-    }
-
-    /// GET `path`, expecting 200 and JSON.
-    async fn get_json(&self, path: &str) -> Json {
-        let r = self.get(path).await;
-        let status = r.status();
-        let text = r.text().await.unwrap();
-        assert_eq!(status, 200, "{} GET {path}: {text}", self.label);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
-    }
-
+impl BatchOps for Server {
     /// POSTs the batch `crash 0`..`crash 99999` in the background; returns the request id.
     async fn post_batch(&self) -> String {
         let items: Vec<Json> = (0..ITEMS).map(|i| json!({"name": name(i)})).collect();
@@ -120,14 +40,6 @@ impl Server {
         body["request"].as_str().expect("a request id").to_string()
     }
 
-    /// `(status_id, progress)` of the request.
-    async fn progress(&self, rid: &str) -> (String, f64) {
-        let rec = &self.get_json(&format!("/bgrs/{rid}")).await[0];
-        let status = rec["status_id"].as_str().unwrap().to_string();
-        let progress = rec["progress"].as_str().unwrap().parse().unwrap();
-        (status, progress)
-    }
-
     /// Worker ids of the `started (worker <id>)` details entries, in order.
     async fn workers(&self, rid: &str) -> Vec<String> {
         let details = self.get_json(&format!("/bgrs/{rid}/details")).await;
@@ -141,37 +53,6 @@ impl Server {
                 Some(id.to_string())
             })
             .collect()
-    }
-
-    /// Polls until the request is finished; panics after `timeout`.
-    async fn wait_finished(&self, rid: &str, timeout: Duration) -> Duration {
-        let start = Instant::now();
-        loop {
-            let (status, progress) = self.progress(rid).await;
-            if status == "4" {
-                return start.elapsed();
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "{rid} not finished after {timeout:?} (status {status}, progress {progress})"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// `X-Total-Count` of the campaigns.
-    async fn campaign_count(&self) -> u64 {
-        let r = self.get("/campaigns?limit=1").await;
-        assert_eq!(r.status(), 200);
-        let total = r.headers()["x-total-count"].to_str().unwrap();
-        total.parse().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -8,92 +8,25 @@
 
 mod common;
 
-use reqwest::Client;
+use common::process::{PASSWORD, Server};
+
 use reqwest::multipart::{Form, Part};
 use serde_json::Value as Json;
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "crash-upload-secret";
 const ROWS: usize = 200_000;
 const UPLOAD: &str = "/tools/uploader.ex.php";
 
-/// A running `entiserve serve` process; killed when dropped.
-struct Server {
-    label: &'static str,
-    child: Child,
-    base: String,
-    client: Client,
+/// What this test asks of a server.
+trait UploadOps {
+    async fn get_text(&self, path: &str) -> String;
+    async fn upload_background(&self, csv: Vec<u8>) -> String;
+    async fn details(&self, rid: &str) -> Vec<String>;
 }
 
-impl Server {
-    /// Starts a SQLite server on `data_dir` and waits until it listens. Its stderr is echoed
-    /// (captured by the test harness) so it never blocks.
-    fn start(label: &'static str, data_dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_entiserve"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .arg("--entities")
-            .arg(common::shipped_entities())
-            .env("ENTISERVE_ADMIN_PASSWORD", PASSWORD)
-            .env_remove("DATABASE_URL")
-            .env_remove("ENTISERVE_DEV")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start entiserve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[{label}] {line}");
-                if let Some(addr) = line.strip_prefix("entiserve listening on ") {
-                    let _ = tx.send(addr.to_string());
-                }
-            }
-        });
-        let base = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("server {label} did not start listening: {e}"));
-        Server {
-            label,
-            child,
-            base,
-            client: Client::new(),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, then reap.
-    fn kill(&mut self) {
-        self.child.kill().expect("SIGKILL the server");
-        let _ = self.child.wait();
-    }
-
-    /// GET `path` as admin; panics when the server is unreachable (did it die?).
-    async fn get(&self, path: &str) -> reqwest::Response {
-        self.client
-            .get(format!("{}{path}", self.base))
-            .basic_auth("admin", Some(PASSWORD))
-            .send()
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "server {} (pid {}) unreachable: {e}",
-                    self.label,
-                    self.pid()
-                )
-            })
-    }
-
+impl UploadOps for Server {
     /// GET `path`, expecting 200; returns the body text.
     async fn get_text(&self, path: &str) -> String {
         let r = self.get(path).await;
@@ -101,12 +34,6 @@ impl Server {
         let text = r.text().await.unwrap();
         assert_eq!(status, 200, "{} GET {path}: {text}", self.label);
         text
-    }
-
-    /// GET `path`, expecting 200 and JSON.
-    async fn get_json(&self, path: &str) -> Json {
-        let text = self.get_text(path).await;
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: {e}: {text}"))
     }
 
     /// Uploads `csv` as `big.csv` into campaigns in the background; returns the request id.
@@ -130,14 +57,6 @@ impl Server {
         body["request"].as_str().expect("a request id").to_string()
     }
 
-    /// `(status_id, progress)` of the request.
-    async fn progress(&self, rid: &str) -> (String, f64) {
-        let rec = &self.get_json(&format!("/bgrs/{rid}")).await[0];
-        let status = rec["status_id"].as_str().expect("status_id").to_string();
-        let progress = rec["progress"].as_str().expect("progress").parse().unwrap();
-        (status, progress)
-    }
-
     /// The `details` texts of the request, in order.
     async fn details(&self, rid: &str) -> Vec<String> {
         let details = self.get_json(&format!("/bgrs/{rid}/details")).await;
@@ -147,37 +66,6 @@ impl Server {
             .iter()
             .map(|d| d["details"].as_str().expect("a details text").to_string())
             .collect()
-    }
-
-    /// Polls until the request is finished; panics after `timeout`.
-    async fn wait_finished(&self, rid: &str, timeout: Duration) -> Duration {
-        let start = Instant::now();
-        loop {
-            let (status, progress) = self.progress(rid).await;
-            if status == "4" {
-                return start.elapsed();
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "{rid} not finished after {timeout:?} (status {status}, progress {progress})"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// `X-Total-Count` of the campaigns.
-    async fn campaign_count(&self) -> u64 {
-        let r = self.get("/campaigns?limit=1").await;
-        assert_eq!(r.status(), 200);
-        let total = r.headers()["x-total-count"].to_str().unwrap();
-        total.parse().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -344,7 +232,7 @@ async fn background_upload_survives_sigkill() {
     let data = dir.path().join("data");
     let csv = big_csv();
     let t0 = Instant::now();
-    let mut first = Server::start("first", &data);
+    let mut first = Server::start("first", &data, None);
     let rid = first.upload_background(csv).await;
     let uploaded = t0.elapsed();
     let result_file = data.join(format!("media/keep1m/bgrs.{rid}.result.csv"));
@@ -357,7 +245,7 @@ async fn background_upload_survives_sigkill() {
         t0.elapsed()
     );
 
-    let second = Server::start("second", &data);
+    let second = Server::start("second", &data, None);
     let took = second.wait_finished(&rid, Duration::from_secs(180)).await;
     eprintln!("finished {took:?} after the restart");
 

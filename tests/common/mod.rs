@@ -2,6 +2,8 @@
 //! uniquely named PostgreSQL database when `TEST_DATABASE_URL` is set).
 #![allow(dead_code)]
 
+pub mod process;
+
 use entiserve::settings::Settings;
 use reqwest::{Client, Method, RequestBuilder, Response};
 use serde_json::Value as Json;
