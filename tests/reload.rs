@@ -206,6 +206,19 @@ async fn the_openapi_document_covers_every_route() {
             .fold(&doc, |o, k| &o[k]);
         assert!(!target.is_null(), "{r} resolves");
     }
+    // The whole document is valid OpenAPI 3.1: checked against the OpenAPI Initiative's
+    // published JSON Schema of OpenAPI 3.1 documents (spec.openapis.org/oas/3.1/schema/2022-10-07,
+    // kept in tests/fixtures).
+    let oas: Json = serde_json::from_str(include_str!("fixtures/openapi-3.1-schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&oas).expect("the OpenAPI 3.1 schema compiles");
+    let problems: Vec<String> = validator
+        .iter_errors(&doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(problems.is_empty(), "not valid OpenAPI 3.1: {problems:?}");
+    let mut broken = doc.clone();
+    broken["paths"]["/healthz"]["get"]["responses"]["200"] = json!({"content": 5});
+    assert!(!validator.is_valid(&broken), "the check can fail");
     // The entity schemas are valid JSON Schema and say what the engine enforces.
     let create = &doc["components"]["schemas"]["CampaignsCreate"];
     assert_eq!(create["required"], json!(["name"]));
