@@ -17,7 +17,7 @@ const SYNC_CHUNK: usize = 2000;
 pub fn bgrs_flag(pairs: &[(String, String)]) -> Result<Option<bool>> {
     match super::body::query_param(pairs, "bgrs") {
         None => Ok(None),
-        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+        Some(v) => match v.as_str() {
             "1" | "yes" | "true" => Ok(Some(true)),
             "0" | "no" | "false" => Ok(Some(false)),
             _ => Err(ApiError::BadRequest(
