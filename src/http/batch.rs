@@ -95,7 +95,6 @@ pub async fn run(
     let background = bgrs_flag(&pairs)?.unwrap_or(true);
     let key = idempotency_key(req)?;
     let jobs = &state.jobs;
-    let internal = |e| ApiError::Call(crate::engine::internal(e));
     if background {
         let new = NewRequest {
             user_id: caller.id,
@@ -108,20 +107,14 @@ pub async fn run(
             content_type: "application/json".into(),
             run_here: false,
         };
-        return Ok(
-            match jobs.enqueue(new, key.as_deref()).await.map_err(internal)? {
-                Ok(rid) => accepted(&rid),
-                Err(reply) => reply_response(reply),
-            },
-        );
+        return Ok(match jobs.enqueue(new, key.as_deref()).await? {
+            Ok(rid) => accepted(&rid),
+            Err(reply) => reply_response(reply),
+        });
     }
     if let Some(k) = &key {
         let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
-        if let Some(reply) = jobs
-            .idempotent_reply(&mut pool, caller.id, k)
-            .await
-            .map_err(internal)?
-        {
+        if let Some(reply) = jobs.idempotent_reply(&mut pool, caller.id, k).await? {
             return Ok(reply_response(reply));
         }
     }
@@ -132,8 +125,7 @@ pub async fn run(
     if let Some(k) = &key {
         let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
         jobs.remember_reply(&mut pool, caller.id, k, 200, &body, "application/json")
-            .await
-            .map_err(internal)?;
+            .await?;
     }
     Ok(Response::builder()
         .content_type("application/json")
@@ -161,16 +153,8 @@ pub async fn background_call(
         content_type: "application/json".into(),
         run_here: false,
     };
-    let internal = |e| ApiError::Call(crate::engine::internal(e));
-    Ok(
-        match state
-            .jobs
-            .enqueue(new, key.as_deref())
-            .await
-            .map_err(internal)?
-        {
-            Ok(rid) => accepted(&rid),
-            Err(reply) => reply_response(reply),
-        },
-    )
+    Ok(match state.jobs.enqueue(new, key.as_deref()).await? {
+        Ok(rid) => accepted(&rid),
+        Err(reply) => reply_response(reply),
+    })
 }

@@ -17,16 +17,11 @@ use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn internal(e: crate::storage::StorageError) -> ApiError {
-    ApiError::Call(crate::engine::internal(e))
-}
-
 async fn visible(state: &AppState, caller: &Caller, rid: &str) -> Result<BgRequest> {
     state
         .jobs
         .find(caller, rid)
-        .await
-        .map_err(internal)?
+        .await?
         .ok_or_else(|| ApiError::NotFound(format!("background request `{rid}` does not exist")))
 }
 
@@ -73,8 +68,7 @@ pub async fn list(
     let rows = state
         .jobs
         .list(&caller, status_id, name, limit, offset)
-        .await
-        .map_err(internal)?;
+        .await?;
     Ok(json_response(
         StatusCode::OK,
         &Json::Array(rows.iter().map(BgRequest::to_json).collect()),
@@ -96,11 +90,7 @@ pub async fn details(
             .parse::<i64>()
             .map_err(|_| ApiError::BadRequest("`since` must be an entry id".into()))?,
     };
-    let rows = state
-        .jobs
-        .details(&rid, since, 1_000_000)
-        .await
-        .map_err(internal)?;
+    let rows = state.jobs.details(&rid, since, 1_000_000).await?;
     Ok(json_response(
         StatusCode::OK,
         &Json::Array(rows.iter().map(detail_json).collect()),
@@ -125,7 +115,7 @@ async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Respo
         .clone()
         .unwrap_or_else(|| "application/json".into());
     if r.kind.starts_with("upload") {
-        let plan = crate::uploader::run::plan_of(&r).map_err(internal)?;
+        let plan = crate::uploader::run::plan_of(&r)?;
         let (path, _) = crate::uploader::result_location(&state.settings.data_dir, &r.rid);
         let file = tokio::fs::File::open(&path).await.map_err(|_| {
             ApiError::NotFound(format!(
@@ -139,7 +129,7 @@ async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Respo
         ));
     }
     if r.kind == "call" {
-        let res = state.jobs.results(rid, 0, 1).await.map_err(internal)?;
+        let res = state.jobs.results(rid, 0, 1).await?;
         let body = res
             .into_iter()
             .next()

@@ -37,6 +37,13 @@ impl From<CallError> for ApiError {
     }
 }
 
+/// A storage failure is logged and shown only as an internal error.
+impl From<crate::storage::StorageError> for ApiError {
+    fn from(e: crate::storage::StorageError) -> Self {
+        ApiError::Call(crate::engine::internal(e))
+    }
+}
+
 impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {

@@ -162,13 +162,7 @@ pub async fn upload(
         run_here: !background,
     };
     let key = req.header("idempotency-key").map(str::to_string);
-    let internal = |e| ApiError::Call(crate::engine::internal(e));
-    let rid = match state
-        .jobs
-        .enqueue(new, key.as_deref())
-        .await
-        .map_err(internal)?
-    {
+    let rid = match state.jobs.enqueue(new, key.as_deref()).await? {
         Ok(rid) => rid,
         Err(reply) => {
             return Ok(Response::builder()
@@ -196,20 +190,16 @@ async fn synchronous(
     show_progress: bool,
     get_content: bool,
 ) -> Result<Response> {
-    let internal = |e| ApiError::Call(crate::engine::internal(e));
     let req = state
         .jobs
         .load(rid)
-        .await
-        .map_err(internal)?
+        .await?
         .ok_or(ApiError::Call(crate::engine::CallError::Internal))?;
     let jobs = state.jobs.clone();
     let (result_path, rel) = crate::uploader::result_location(&state.settings.data_dir, rid);
     if !show_progress {
         let (_keep, stop) = tokio::sync::watch::channel(false);
-        run::rows(&jobs, &req, caller, Sink::Quiet, &stop)
-            .await
-            .map_err(internal)?;
+        run::rows(&jobs, &req, caller, Sink::Quiet, &stop).await?;
         let file = tokio::fs::File::open(&result_path)
             .await
             .map_err(|e| ApiError::from(UploadError::Io(e.to_string())))?;
