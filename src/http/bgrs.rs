@@ -274,3 +274,37 @@ pub async fn events(
     .flatten();
     Ok(SSE::new(stream).keep_alive(Duration::from_secs(15)))
 }
+
+/// `DELETE /bgrs/<rid>`: cancels an unfinished request. The worker stops before its next
+/// chunk; the reply waits briefly for that and is 200 with the cancelled record, or 202 with
+/// the record as it stands when the worker has not stopped yet.
+#[handler]
+pub async fn cancel(
+    Path(rid): Path<String>,
+    Authed(caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let r = visible(state, &caller, &rid).await?;
+    if !r.is_open() || !state.jobs.request_cancel(&rid, &caller.login).await? {
+        return Err(ApiError::AlreadyFinished(format!(
+            "background request `{rid}` has already ended"
+        )));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = visible(state, &caller, &rid).await?;
+        if !r.is_open() {
+            return Ok(json_response(
+                StatusCode::OK,
+                &Json::Array(vec![r.to_json()]),
+            ));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(json_response(
+                StatusCode::ACCEPTED,
+                &Json::Array(vec![r.to_json()]),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -21,6 +21,9 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("{0}")]
     Gone(String),
+    /// The request's state does not allow it (e.g. cancelling a finished request).
+    #[error("{0}")]
+    AlreadyFinished(String),
     #[error("{0}")]
     TooLarge(String),
     #[error("{0}")]
@@ -62,6 +65,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::Gone(_) => "gone",
+            ApiError::AlreadyFinished(_) => "already_finished",
             ApiError::TooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unavailable => "unavailable",
@@ -87,6 +91,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::AlreadyFinished(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

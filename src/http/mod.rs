@@ -78,7 +78,10 @@ fn routes(mut r: Route, p: &str) -> Route {
         .at(format!("{p}/auth/token"), post(auth::token))
         .at(format!("{p}/users/me"), get(auth::me))
         .at(format!("{p}/bgrs"), get(bgrs::list))
-        .at(format!("{p}/bgrs/:rid"), get(bgrs::record))
+        .at(
+            format!("{p}/bgrs/:rid"),
+            get(bgrs::record).delete(bgrs::cancel),
+        )
         .at(format!("{p}/bgrs/:rid/details"), get(bgrs::details))
         .at(format!("{p}/bgrs/:rid/result"), get(bgrs::result))
         .at(format!("{p}/bgrs/:rid/events"), get(bgrs::events))
@@ -104,6 +107,7 @@ fn allowed_methods(path: &str) -> &'static str {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segments.as_slice() {
         ["auth", "token"] | ["tools", "uploader.ex.php"] => "POST",
+        ["bgrs", _] => "GET, DELETE",
         ["bgrs", ..]
         | ["media", ..]
         | ["users", "me"]

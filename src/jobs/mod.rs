@@ -4,6 +4,8 @@
 //! lease), heartbeat, and take over requests whose worker died. Nothing here needs an HTTP
 //! request in hand.
 
+mod cancel;
+pub use cancel::NOT_RUN;
 pub mod queue;
 pub mod record;
 mod runner;

@@ -104,7 +104,11 @@ impl Request {
             "created_dt": self.created_dt,
             "status_id": self.status_id.to_string(),
             "status_name": status_name(self.status_id),
-            "progress": format!("{:.2}", if open { self.progress.min(99.99) } else { 100.0 }),
+            "progress": format!("{:.2}", match self.status_id {
+                super::FINISHED => 100.0,
+                // A cancelled request keeps the progress it reached.
+                _ => self.progress.min(99.99),
+            }),
             "finished_dt": blank_if_open(self.finished_dt.clone()),
             "result": blank_if_open(self.result.clone()),
             "status": blank_if_open(self.http_status.map(|s| s.to_string())),

@@ -118,6 +118,11 @@ impl Jobs {
             if *stop.borrow() {
                 return Ok(());
             }
+            // Storage calls may complete without suspending; let other tasks run.
+            tokio::task::yield_now().await;
+            if self.cancel_requested(rid).await? {
+                return self.cancel_items(&req, done).await;
+            }
             let sql = format!(
                 "SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
                 d.ph(1),
@@ -277,10 +282,30 @@ impl Jobs {
         content_type: &str,
         path: &str,
     ) -> Result<(), StorageError> {
+        self.close(req, FINISHED, status, content_type, path, "done")
+            .await
+    }
+
+    /// Ends a request (finished or cancelled) under the lease, with its last details entry.
+    /// A finished request shows 100 % progress; a cancelled one keeps what it reached.
+    pub(crate) async fn close(
+        &self,
+        req: &Request,
+        status_id: i64,
+        status: i64,
+        content_type: &str,
+        path: &str,
+        last_detail: &str,
+    ) -> Result<(), StorageError> {
         let d = self.storage.dialect();
         let mut tx = self.storage.begin().await?;
+        let progress = if status_id == FINISHED {
+            "100"
+        } else {
+            "\"progress\""
+        };
         let sql = format!(
-            "UPDATE \"bg_requests\" SET \"status_id\" = {}, \"progress\" = 100, \"finished_dt\" = {}, \"http_status\" = {}, \
+            "UPDATE \"bg_requests\" SET \"status_id\" = {}, \"progress\" = {progress}, \"finished_dt\" = {}, \"http_status\" = {}, \
              \"content_type\" = {}, \"result\" = {}, \"locked_by\" = NULL WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}",
             d.ph(1),
             d.ph(2),
@@ -292,7 +317,7 @@ impl Jobs {
             d.ph(8)
         );
         let args = [
-            Value::int(FINISHED),
+            Value::int(status_id),
             Value::text(crate::time::now()),
             Value::int(status),
             Value::text(content_type),
@@ -302,7 +327,7 @@ impl Jobs {
             Value::int(IN_PROGRESS),
         ];
         if tx.execute(&sql, &args).await? == 1 {
-            add_detail(tx.as_mut(), d, &req.rid, "done").await?;
+            add_detail(tx.as_mut(), d, &req.rid, last_detail).await?;
             // The items are no longer needed once every result is recorded.
             let del = format!("DELETE FROM \"bg_items\" WHERE \"rid\" = {}", d.ph(1));
             tx.execute(&del, &[Value::text(&req.rid)]).await?;

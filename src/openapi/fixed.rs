@@ -181,10 +181,19 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
             "responses": with(ok("requests", json_content(json!({"type": "array", "items": reference("BgRequest")}))), &["400", "401"])
         }}),
     );
+    let records = json_content(json!({"type": "array", "items": reference("BgRequest")}));
+    let mut cancel_ok = ok("the cancelled record in an array", records.clone());
+    cancel_ok.insert(
+        "202".into(),
+        json!({"description": "cancel asked for; the worker has not stopped yet", "content": records}),
+    );
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}"),
         json!({"get": {"summary": "A background request", "tags": ["bgrs"], "parameters": [rid],
-            "responses": with(ok("one record in an array", json_content(json!({"type": "array", "items": reference("BgRequest")}))), &["401", "404"])}}),
+            "responses": with(ok("one record in an array", json_content(json!({"type": "array", "items": reference("BgRequest")}))), &["401", "404"])},
+            "delete": {"summary": "Cancel an unfinished request: it stops before its next chunk, keeps what ran, ends as status_id 5 `cancelled`, and its result marks the rest as not run",
+                "tags": ["bgrs"], "parameters": [rid],
+                "responses": with(cancel_ok, &["401", "404", "409"])}}),
     );
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}/details"),

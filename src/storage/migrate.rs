@@ -16,6 +16,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0002_jobs.sql"),
         include_str!("../../migrations/postgres/0002_jobs.sql"),
     ),
+    (
+        3,
+        include_str!("../../migrations/sqlite/0003_cancel.sql"),
+        include_str!("../../migrations/postgres/0003_cancel.sql"),
+    ),
 ];
 
 pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {

@@ -79,6 +79,11 @@ fn bad(msg: &str) -> CallError {
     }
 }
 
+/// Whether a record is ignored (empty `op`).
+pub fn is_skipped(cols: &Columns, rec: &csv::StringRecord) -> bool {
+    rec.get(cols.op).unwrap_or("").trim().is_empty()
+}
+
 /// The work of one record.
 pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
     let op = rec.get(cols.op).unwrap_or("").trim();

@@ -93,9 +93,22 @@ pub async fn rows(
     );
     let d = jobs.storage.dialect();
     let mut done = req.done;
+    // Rows done when a cancel was seen; the rest are written as not run.
+    let mut cancelled_at: Option<i64> = None;
     while let Some(records) = rx_rows.recv().await {
         if *stop.borrow() {
             return Ok(());
+        }
+        // Storage calls may complete without suspending; let other tasks run.
+        tokio::task::yield_now().await;
+        if cancelled_at.is_none() && jobs.cancel_requested(&req.rid).await? {
+            cancelled_at = Some(done);
+        }
+        if cancelled_at.is_some() {
+            let bytes = not_run(&plan, &cols, &records, encoding)?;
+            out.write_all(&bytes).map_err(io_err)?;
+            done += records.len() as i64;
+            continue;
         }
         // Per row: None for a skipped row, else whether it creates.
         let mut kinds: Vec<Option<bool>> = Vec::with_capacity(records.len());
@@ -201,11 +214,48 @@ pub async fn rows(
         }
     }
     reader.await.map_err(io_err)?.map_err(io_err)?;
+    out.flush().map_err(io_err)?;
     let ctype = format!("text/csv; charset={}", encoding.name());
-    jobs.finish(req, 200, &ctype, &rel).await?;
+    match cancelled_at {
+        None => jobs.finish(req, 200, &ctype, &rel).await?,
+        Some(ran) => {
+            let last = format!("cancelled: {ran} of {done} lines ran, the rest did not run");
+            jobs.close(req, crate::jobs::CANCELLED, 200, &ctype, &rel, &last)
+                .await?
+        }
+    }
     tracing::info!(rid = %req.rid, rows = done, elapsed_ms = started.elapsed().as_millis() as u64, "upload rows done");
     let _ = std::fs::remove_file(&plan.utf8_path);
     Ok(())
+}
+
+/// The result lines of rows that did not run because the request was cancelled.
+fn not_run(
+    plan: &Plan,
+    cols: &Columns,
+    records: &[csv::StringRecord],
+    encoding: &'static encoding_rs::Encoding,
+) -> Result<Vec<u8>, StorageError> {
+    let mut text = Vec::with_capacity(records.len() * 64);
+    {
+        let mut w = csv::WriterBuilder::new()
+            .delimiter(plan.layout.separator)
+            .terminator(csv::Terminator::CRLF)
+            .from_writer(&mut text);
+        for rec in records {
+            let res = (!rows::is_skipped(cols, rec)).then_some(crate::jobs::NOT_RUN);
+            w.write_record(
+                rows::result_cells(cols, rec, res, None)
+                    .iter()
+                    .map(|c| c.as_bytes()),
+            )
+            .map_err(io_err)?;
+        }
+        w.flush().map_err(io_err)?;
+    }
+    let mut bytes = Vec::with_capacity(text.len());
+    super::validate::encode(&String::from_utf8_lossy(&text), encoding, &mut bytes);
+    Ok(bytes)
 }
 
 /// Opens the result file: new with its header, or cut back to the committed length.

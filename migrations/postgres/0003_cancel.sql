@@ -1,0 +1,2 @@
+-- A cancel asked for by the owner or an admin; the worker stops at its next chunk.
+ALTER TABLE "bg_requests" ADD COLUMN IF NOT EXISTS "cancel_requested" BIGINT NOT NULL DEFAULT 0;

@@ -1,0 +1,83 @@
+//! Cancelling a request: its owner (or an admin) asks; the worker running it sees the flag
+//! before its next chunk, records every item that did not run as not run, and ends the
+//! request as `cancelled`. What already ran stays applied and recorded.
+
+use super::queue::add_detail;
+use super::record::Request;
+use super::{CANCELLED, IN_PROGRESS, Jobs};
+use crate::schema::ColType;
+use crate::storage::{StorageError, Value};
+
+/// The text a cancelled item or row carries instead of its result.
+pub const NOT_RUN: &str = "not run: the request was cancelled";
+
+impl Jobs {
+    /// Asks `rid` to stop. False when it is no longer in progress.
+    pub async fn request_cancel(&self, rid: &str, by: &str) -> Result<bool, StorageError> {
+        let d = self.storage.dialect();
+        let mut tx = self.storage.begin().await?;
+        let sql = format!(
+            "UPDATE \"bg_requests\" SET \"cancel_requested\" = 1 WHERE \"rid\" = {} AND \"status_id\" = {}",
+            d.ph(1),
+            d.ph(2)
+        );
+        let hit = tx
+            .execute(&sql, &[Value::text(rid), Value::int(IN_PROGRESS)])
+            .await?
+            == 1;
+        if hit {
+            add_detail(tx.as_mut(), d, rid, &format!("cancel requested by {by}")).await?;
+            tx.commit().await?;
+            self.notify();
+        } else {
+            tx.rollback().await?;
+        }
+        Ok(hit)
+    }
+
+    /// Whether a cancel of `rid` was asked for.
+    pub(crate) async fn cancel_requested(&self, rid: &str) -> Result<bool, StorageError> {
+        let d = self.storage.dialect();
+        let sql = format!(
+            "SELECT \"cancel_requested\" FROM \"bg_requests\" WHERE \"rid\" = {}",
+            d.ph(1)
+        );
+        let rows = self
+            .storage
+            .fetch(&sql, &[Value::text(rid)], &[ColType::Int])
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|r| r[0].as_i64())
+            .is_some_and(|f| f != 0))
+    }
+
+    /// Ends a batch or backgrounded call whose first `done` items ran: every later item gets
+    /// a 409 `not_run` result, and the request ends as cancelled.
+    pub(crate) async fn cancel_items(&self, req: &Request, done: i64) -> Result<(), StorageError> {
+        let d = self.storage.dialect();
+        let body = serde_json::json!({"error": "not_run", "description": NOT_RUN}).to_string();
+        let sql = format!(
+            "INSERT INTO \"bg_results\" (\"rid\", \"seq\", \"status\", \"body\") \
+             SELECT \"rid\", \"seq\", 409, {} FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} \
+             ON CONFLICT DO NOTHING",
+            d.ph(1),
+            d.ph(2),
+            d.ph(3)
+        );
+        let mut tx = self.storage.begin().await?;
+        tx.execute(
+            &sql,
+            &[Value::text(body), Value::text(&req.rid), Value::int(done)],
+        )
+        .await?;
+        tx.commit().await?;
+        let path = format!("media/keep1m/bgrs.{}.result.json", req.rid);
+        let last = format!(
+            "cancelled: {} of {} items ran, the rest did not run",
+            done, req.total
+        );
+        self.close(req, CANCELLED, 200, "application/json", &path, &last)
+            .await
+    }
+}
