@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod catalog;
+pub mod client;
 pub mod engine;
 pub mod http;
 pub mod jobs;

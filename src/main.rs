@@ -1,4 +1,5 @@
-//! The `entiserve` command line: `serve` and `check`.
+//! The `entiserve` command line: `serve` and `check`; `upload` and `bgrs`, the client of a
+//! running server (in `entiserve::client`).
 
 use clap::{Parser, Subcommand};
 use entiserve::settings::Settings;
@@ -42,6 +43,12 @@ enum Command {
         #[arg(long, env = "ENTISERVE_ENTITIES", default_value = "./entities")]
         entities: PathBuf,
     },
+    /// Upload a CSV file to a server's uploader, follow it and download the result CSV.
+    ///
+    /// Exit codes: 0 every row OK, 2 some rows failed, 1 an error, 130 interrupted by Ctrl-C.
+    Upload(entiserve::client::upload::UploadArgs),
+    /// List your background requests on a server, or show one with its details.
+    Bgrs(entiserve::client::bgrs::BgrsArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +56,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check { entities } => check(&entities),
+        Command::Upload(args) => entiserve::client::upload::run(args),
+        Command::Bgrs(args) => entiserve::client::bgrs::run(args),
         Command::Serve {
             bind,
             data_dir,
