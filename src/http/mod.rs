@@ -9,6 +9,7 @@ pub mod body;
 mod crud;
 mod docs;
 pub mod error;
+mod pages;
 pub mod uploader;
 
 use crate::auth::Auth;
@@ -87,6 +88,9 @@ fn routes(mut r: Route, p: &str) -> Route {
         .at(format!("{p}/bgrs/:rid/events"), get(bgrs::events))
         .at(format!("{p}/media/keep1m/:file"), get(bgrs::media))
         .at(format!("{p}/tools/uploader.ex.php"), post(uploader::upload))
+        .at(format!("{p}/tools/uploader"), get(pages::uploader))
+        .at(format!("{p}/tools/requests"), get(pages::requests))
+        .at(format!("{p}/tools/assets/:name"), get(pages::asset))
         .at(
             format!("{p}/:entity"),
             get(crud::list)
@@ -111,6 +115,8 @@ fn allowed_methods(path: &str) -> &'static str {
         ["bgrs", ..]
         | ["media", ..]
         | ["users", "me"]
+        | ["tools", "uploader" | "requests"]
+        | ["tools", "assets", _]
         | ["healthz"]
         | ["docs"]
         | ["openapi.json"] => "GET",

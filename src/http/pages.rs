@@ -1,0 +1,132 @@
+//! The browser tools: `GET /tools/uploader` (upload a CSV or ZIP, follow its progress, get the
+//! result file) and `GET /tools/requests` (the caller's background requests), with their
+//! stylesheet and scripts under `GET /tools/assets/<file>`.
+//!
+//! The pages are static shells embedded in the binary and served without credentials; the one
+//! piece rendered on the server is the uploader's list of entities, taken from the catalog in
+//! force. In the browser the pages sign in with `POST /auth/token`, keep the bearer token in
+//! `sessionStorage` and call the API with it. Nothing is loaded from outside the server.
+
+use super::AppState;
+use super::error::{ApiError, Result};
+use poem::web::{Data, Path};
+use poem::{Response, handler};
+use std::sync::Arc;
+
+const UPLOADER: &str = include_str!("pages/uploader.html");
+const REQUESTS: &str = include_str!("pages/requests.html");
+
+/// The assets under `/tools/assets/`: name, content type, content.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "common.css",
+        "text/css; charset=utf-8",
+        include_str!("pages/common.css"),
+    ),
+    (
+        "common.js",
+        "text/javascript; charset=utf-8",
+        include_str!("pages/common.js"),
+    ),
+    (
+        "uploader.js",
+        "text/javascript; charset=utf-8",
+        include_str!("pages/uploader.js"),
+    ),
+    (
+        "requests.js",
+        "text/javascript; charset=utf-8",
+        include_str!("pages/requests.js"),
+    ),
+];
+
+/// Where the uploader page receives its `<option>`s.
+const ENTITY_OPTIONS: &str = "<!--ENTITY_OPTIONS-->";
+
+/// Scripts and styles come only from this server; no inline script, no framing.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+                   img-src 'self' data: blob:; connect-src 'self' blob:; object-src 'none'; \
+                   base-uri 'none'; frame-ancestors 'none'";
+
+/// Escapes text for HTML element content and double-quoted attribute values.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn html(body: String) -> Response {
+    Response::builder()
+        .content_type("text/html; charset=utf-8")
+        .header("cache-control", "no-cache")
+        .header("x-content-type-options", "nosniff")
+        .header("referrer-policy", "no-referrer")
+        .header("content-security-policy", CSP)
+        .body(body)
+}
+
+/// The `<option>` list of the catalog's entities, sorted by name.
+fn entity_options(names: &[&str]) -> String {
+    let mut names = names.to_vec();
+    names.sort_unstable();
+    let mut out = String::new();
+    for n in names {
+        let n = escape(n);
+        out.push_str(&format!("<option value=\"{n}\">{n}</option>"));
+    }
+    out
+}
+
+#[handler]
+pub fn uploader(Data(state): Data<&Arc<AppState>>) -> Response {
+    let catalog = state.engine.catalog.load();
+    let names: Vec<&str> = catalog.entities.keys().map(String::as_str).collect();
+    html(UPLOADER.replace(ENTITY_OPTIONS, &entity_options(&names)))
+}
+
+#[handler]
+pub fn requests() -> Response {
+    html(REQUESTS.to_string())
+}
+
+#[handler]
+pub fn asset(Path(name): Path<String>) -> Result<Response> {
+    let (_, ctype, body) = ASSETS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .ok_or_else(|| ApiError::NotFound(format!("no asset `{name}`")))?;
+    Ok(Response::builder()
+        .content_type(*ctype)
+        .header("cache-control", "no-cache")
+        .header("x-content-type-options", "nosniff")
+        .body(*body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entity_names_are_escaped_and_sorted() {
+        let o = entity_options(&["users", "a<b>\"&'"]);
+        assert_eq!(
+            o,
+            "<option value=\"a&lt;b&gt;&quot;&amp;&#39;\">a&lt;b&gt;&quot;&amp;&#39;</option>\
+             <option value=\"users\">users</option>"
+        );
+    }
+
+    #[test]
+    fn the_uploader_page_has_its_placeholder() {
+        assert!(UPLOADER.contains(ENTITY_OPTIONS));
+    }
+}

@@ -1,0 +1,189 @@
+// The background requests page: the signed-in user's requests (an admin's: everyone's), newest
+// first, with their log and their result file.
+'use strict';
+
+(() => {
+  const { $, el, api, getJson, describe } = Tools;
+  const PAGE = 100;
+  const LOG_LINES = 500;
+  const REFRESH_MS = 3000;
+
+  let offset = 0;
+  let admin = false;
+  let users = new Map(); // id -> login, for admins
+  let records = [];
+  const open = new Set(); // rids whose log is shown
+  let timer = null;
+  let loading = false;
+
+  function showError(text) {
+    $('error').textContent = text;
+    $('error').hidden = !text;
+  }
+
+  function query() {
+    const p = new URLSearchParams({ limit: String(PAGE), offset: String(offset) });
+    if ($('filter-status').value) p.set('status_id', $('filter-status').value);
+    if ($('filter-name').value) p.set('name', $('filter-name').value);
+    return `/bgrs?${p}`;
+  }
+
+  function badge(r) {
+    const status = Number.parseInt(r.status, 10);
+    if (r.status_id === '4' && status >= 400) {
+      return el('span', { className: 'badge failed', title: `HTTP ${status}` }, 'failed');
+    }
+    return el('span', { className: `badge s${r.status_id}` }, r.status_name || `status ${r.status_id}`);
+  }
+
+  function progressCell(r) {
+    const v = Number.parseFloat(r.progress) || 0;
+    const bar = el('progress', { max: 100, value: v });
+    if (r.status_id === '4') bar.className = Number.parseInt(r.status, 10) >= 400 ? 'failed' : 'done';
+    if (r.status_id === '5') bar.className = 'failed';
+    return el('span', { className: 'mini' }, bar, el('span', { className: 'mono' }, `${v.toFixed(2)} %`));
+  }
+
+  async function download(r, btn) {
+    btn.disabled = true;
+    const label = btn.textContent;
+    btn.textContent = 'Downloading…';
+    try {
+      const resp = await api(`/bgrs/${encodeURIComponent(r.rid)}/result`);
+      if (!resp.ok) throw new Error(await describe(resp));
+      const fallback = (r.result || '').split('/').pop() || `bgrs.${r.rid}.result`;
+      const name = Tools.filenameOf(resp, fallback);
+      Tools.saveBlob(await resp.blob(), name);
+    } catch (e) {
+      if (!(e instanceof Tools.SessionEnded)) showError(`The result of ${r.rid} could not be downloaded: ${e.message}`);
+    } finally {
+      btn.disabled = false;
+      btn.textContent = label;
+    }
+  }
+
+  async function fillLog(r, cell) {
+    try {
+      const entries = await getJson(`/bgrs/${encodeURIComponent(r.rid)}/details`);
+      const shown = entries.slice(-LOG_LINES);
+      const text = shown.map((d) => `${d.dt}  ${d.details}`).join('\n');
+      cell.replaceChildren(
+        entries.length > LOG_LINES
+          ? el('div', { className: 'muted' }, `The last ${LOG_LINES} of ${entries.length.toLocaleString('en')} log lines:`)
+          : '',
+        el('pre', {}, text || 'No log lines yet.'),
+      );
+      const pre = cell.querySelector('pre');
+      pre.scrollTop = pre.scrollHeight; // the latest lines
+    } catch (e) {
+      if (!(e instanceof Tools.SessionEnded)) cell.replaceChildren(el('span', { className: 'muted' }, `The log could not be read: ${e.message}`));
+    }
+  }
+
+  function columns() {
+    return admin ? 9 : 8;
+  }
+
+  function row(r) {
+    const logBtn = el('button', {
+      type: 'button', className: 'secondary small', dataset: { action: 'details' },
+    }, open.has(r.rid) ? 'Hide log' : 'Log');
+    const resultBtn = r.result
+      ? el('button', { type: 'button', className: 'small', dataset: { action: 'result' } }, 'Result')
+      : null;
+    const tr = el('tr', { dataset: { rid: r.rid, status: r.status_id } },
+      el('td', {}, r.created_dt),
+      el('td', {}, r.name),
+      el('td', {}, badge(r)),
+      el('td', {}, progressCell(r)),
+      el('td', {}, r.finished_dt || '—'),
+      el('td', { className: 'mono' }, r.status || '—'),
+      admin ? el('td', {}, users.get(r.user_id) || `#${r.user_id}`) : null,
+      el('td', { className: 'rid', title: r.rid }, r.rid.slice(0, 8) + '…'),
+      el('td', {}, el('span', { className: 'actions' }, logBtn, resultBtn)),
+    );
+    logBtn.addEventListener('click', () => toggle(r, tr, logBtn));
+    if (resultBtn) resultBtn.addEventListener('click', () => download(r, resultBtn));
+    return tr;
+  }
+
+  function detailsRow(r) {
+    const cell = el('td', { colSpan: columns() }, el('span', { className: 'muted' }, 'Loading the log…'));
+    fillLog(r, cell);
+    return el('tr', { className: 'details-row', dataset: { detailsOf: r.rid } }, cell);
+  }
+
+  function toggle(r, tr, btn) {
+    const next = tr.nextElementSibling;
+    if (open.has(r.rid)) {
+      open.delete(r.rid);
+      if (next && next.dataset.detailsOf === r.rid) next.remove();
+      btn.textContent = 'Log';
+    } else {
+      open.add(r.rid);
+      tr.after(detailsRow(r));
+      btn.textContent = 'Hide log';
+    }
+  }
+
+  function render() {
+    const body = $('rows');
+    const rows = [];
+    for (const r of records) {
+      rows.push(row(r));
+      if (open.has(r.rid)) rows.push(detailsRow(r));
+    }
+    body.replaceChildren(...rows);
+    $('requests').hidden = records.length === 0;
+    $('empty').hidden = records.length !== 0;
+    $('range').textContent = records.length
+      ? `${offset + 1}–${offset + records.length}`
+      : '';
+    $('newer').disabled = offset === 0;
+    $('older').disabled = records.length < PAGE;
+  }
+
+  async function load() {
+    if (loading) return;
+    loading = true;
+    clearTimeout(timer);
+    try {
+      records = await getJson(query());
+      showError('');
+      render();
+    } catch (e) {
+      if (e instanceof Tools.SessionEnded) return;
+      showError(`The requests could not be listed: ${e.message}`);
+    } finally {
+      loading = false;
+    }
+    if ($('auto').checked && records.some((r) => r.status_id === '2')) {
+      timer = setTimeout(load, REFRESH_MS);
+    }
+  }
+
+  async function ready(me) {
+    admin = me.role === 'admin';
+    for (const th of document.querySelectorAll('.admin-only')) th.hidden = !admin;
+    if (admin) {
+      $('scope').textContent = 'Everyone\u2019s uploads, batches and backgrounded calls (you are an admin), newest first. Results are kept one month.';
+      try {
+        const list = await getJson('/users?limit=10000');
+        users = new Map(list.map((u) => [String(u.id), u.login]));
+      } catch (_) {
+        // ids are shown instead
+      }
+    }
+    load();
+  }
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('refresh').addEventListener('click', load);
+    $('filter-status').addEventListener('change', () => { offset = 0; load(); });
+    $('filter-name').addEventListener('change', () => { offset = 0; load(); });
+    $('auto').addEventListener('change', load);
+    $('newer').addEventListener('click', () => { offset = Math.max(0, offset - PAGE); load(); });
+    $('older').addEventListener('click', () => { offset += PAGE; load(); });
+    Tools.start(ready);
+  });
+})();
