@@ -8,9 +8,13 @@ pub mod auth;
 pub mod catalog;
 pub mod client;
 pub mod engine;
+pub mod files;
 pub mod http;
 pub mod jobs;
 pub mod openapi;
+pub mod pdf;
+#[path = "../plugins/mod.rs"]
+pub mod plugins;
 pub mod reload;
 pub mod schema;
 pub mod settings;
@@ -26,8 +30,10 @@ use settings::Settings;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Plugin names entity files may use.
-pub const KNOWN_PLUGINS: &[&str] = &[];
+/// Plugin names entity files may use: the registry's.
+pub fn known_plugins() -> Vec<&'static str> {
+    plugins::registry().names()
+}
 
 /// Background workers per server.
 const WORKERS: usize = 2;
@@ -51,7 +57,7 @@ impl App {
             )
         })?;
         let catalog =
-            schema::compile_dir(&settings.entities_dir, KNOWN_PLUGINS).map_err(|diags| {
+            schema::compile_dir(&settings.entities_dir, &known_plugins()).map_err(|diags| {
                 let lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
                 anyhow::anyhow!("the entity definitions have errors:\n{}", lines.join("\n"))
             })?;
@@ -84,11 +90,15 @@ impl App {
         let settings = Arc::new(settings);
         let jobs = jobs::Jobs::new(engine.clone(), settings.clone());
         jobs.release_stale_local().await?;
+        let files: Arc<dyn files::FileStore> = Arc::new(files::LocalDir::new(
+            settings.data_dir.join("media").join("files"),
+        ));
         let state = Arc::new(http::AppState {
             engine,
             auth,
             settings,
             jobs,
+            files,
         });
         Ok(App {
             state,

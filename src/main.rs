@@ -49,6 +49,14 @@ enum Command {
     Upload(entiserve::client::upload::UploadArgs),
     /// List your background requests on a server, or show one with its details.
     Bgrs(entiserve::client::bgrs::BgrsArgs),
+    /// Split a PDF into one-page PDFs (the contained child the server starts for pages.pdf).
+    #[command(hide = true)]
+    PdfPages {
+        #[arg(long)]
+        max_pages: usize,
+        input: PathBuf,
+        out_dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -58,6 +66,11 @@ fn main() -> ExitCode {
         Command::Check { entities } => check(&entities),
         Command::Upload(args) => entiserve::client::upload::run(args),
         Command::Bgrs(args) => entiserve::client::bgrs::run(args),
+        Command::PdfPages {
+            max_pages,
+            input,
+            out_dir,
+        } => entiserve::pdf::child_main(&input, &out_dir, max_pages),
         Command::Serve {
             bind,
             data_dir,
@@ -86,7 +99,7 @@ fn main() -> ExitCode {
 }
 
 fn check(dir: &std::path::Path) -> ExitCode {
-    match entiserve::schema::compile_dir(dir, entiserve::KNOWN_PLUGINS) {
+    match entiserve::schema::compile_dir(dir, &entiserve::known_plugins()) {
         Ok(c) => {
             println!(
                 "{} entities OK: {}",

@@ -29,6 +29,13 @@ pub struct Settings {
     pub result_keep: Duration,
     /// How long a shutdown waits for running requests.
     pub shutdown_grace: Duration,
+    /// Limits of an uploaded ZIP bundle.
+    pub zip: crate::uploader::bundle::ZipLimits,
+    /// Most pages a bundle's pages.pdf may have.
+    pub pdf_max_pages: usize,
+    /// The `entiserve` executable that reads PDFs in a contained child process
+    /// (`entiserve pdf-pages`); default: this process's own executable.
+    pub helper_exe: PathBuf,
 }
 
 impl Settings {
@@ -46,6 +53,9 @@ impl Settings {
             max_batch_items: 100_000,
             result_keep: Duration::from_secs(30 * 24 * 3600),
             shutdown_grace: Duration::from_secs(30),
+            zip: Default::default(),
+            pdf_max_pages: 5000,
+            helper_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("entiserve")),
         }
     }
 

@@ -94,6 +94,8 @@ pub async fn prepare_at(
         .cloned()
         .ok_or_else(|| CallError::UnknownEntity(call.entity.clone()))?;
     let e = entity.as_ref();
+    let mut call = call;
+    crate::plugins::before_call(e, caller, &mut call)?;
     if call.op != Op::Create && call.id.is_none() {
         return Err(CallError::invalid_field(
             "id",

@@ -106,6 +106,7 @@ pub async fn run(
             total: None,
             content_type: "application/json".into(),
             run_here: false,
+            details: Vec::new(),
         };
         return Ok(match jobs.enqueue(new, key.as_deref()).await? {
             Ok(rid) => accepted(&rid),
@@ -152,6 +153,7 @@ pub async fn background_call(
         total: None,
         content_type: "application/json".into(),
         run_here: false,
+        details: Vec::new(),
     };
     Ok(match state.jobs.enqueue(new, key.as_deref()).await? {
         Ok(rid) => accepted(&rid),

@@ -9,6 +9,7 @@ pub mod body;
 mod crud;
 mod docs;
 pub mod error;
+mod files;
 mod pages;
 pub mod uploader;
 
@@ -31,6 +32,8 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     pub settings: Arc<Settings>,
     pub jobs: crate::jobs::Jobs,
+    /// Stored bundle files.
+    pub files: Arc<dyn crate::files::FileStore>,
 }
 
 /// The signed-in caller of a request (HTTP Basic, bearer token or `_token=`).
@@ -87,6 +90,7 @@ fn routes(mut r: Route, p: &str) -> Route {
         .at(format!("{p}/bgrs/:rid/result"), get(bgrs::result))
         .at(format!("{p}/bgrs/:rid/events"), get(bgrs::events))
         .at(format!("{p}/media/keep1m/:file"), get(bgrs::media))
+        .at(format!("{p}/media/files/*key"), get(files::file))
         .at(format!("{p}/tools/uploader.ex.php"), post(uploader::upload))
         .at(format!("{p}/tools/uploader"), get(pages::uploader))
         .at(format!("{p}/tools/requests"), get(pages::requests))

@@ -41,13 +41,143 @@ fn flag(r: &Received, name: &str) -> Result<bool> {
     }
 }
 
-struct Cleanup(Vec<std::path::PathBuf>);
+/// Removes an upload's scratch files, and the stored files of a refused bundle, when the
+/// handler returns.
+struct Cleanup(
+    Vec<std::path::PathBuf>,
+    Vec<std::path::PathBuf>,
+    Vec<String>,
+    Arc<dyn crate::files::FileStore>,
+);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for p in &self.0 {
             let _ = std::fs::remove_file(p);
         }
+        for d in &self.1 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        if !self.2.is_empty() {
+            let (files, prefixes) = (self.3.clone(), std::mem::take(&mut self.2));
+            tokio::spawn(async move {
+                for p in prefixes {
+                    let _ = files.remove_prefix(&p).await;
+                }
+            });
+        }
     }
+}
+
+/// An opened ZIP bundle: its CSV, and what the entity's plugins made of the rest.
+struct Opened {
+    csv: std::path::PathBuf,
+    work_dir: std::path::PathBuf,
+    state: serde_json::Map<String, serde_json::Value>,
+    stored: Vec<String>,
+    notes: Vec<String>,
+}
+
+/// Checks and extracts a bundle and offers it to the entity's plugins; refuses parts no
+/// plugin takes. Stored files of a refused bundle are removed by the caller's cleanup.
+async fn open_bundle(
+    state: &AppState,
+    caller: &Caller,
+    entity: &str,
+    src: &std::path::Path,
+    file_name: &str,
+    campaign_id: Option<i64>,
+) -> Result<Opened> {
+    let bundle_id = hex::encode(rand::random::<[u8; 12]>());
+    let work_dir = intake::work_dir(&state.settings.data_dir).join(format!("{bundle_id}.bundle"));
+    let (src2, dir2, limits) = (
+        src.to_path_buf(),
+        work_dir.clone(),
+        state.settings.zip.clone(),
+    );
+    let started = std::time::Instant::now();
+    let extracted = tokio::task::spawn_blocking(move || {
+        let r = crate::uploader::bundle::extract(&src2, &dir2, &limits);
+        if r.is_err() {
+            let _ = std::fs::remove_dir_all(&dir2);
+        }
+        r
+    })
+    .await
+    .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
+    let summary = format!(
+        "zip extraction completed: 1 CSV{}, {} files in res/",
+        if extracted.pdf.is_some() {
+            ", pages.pdf"
+        } else {
+            ""
+        },
+        extracted.res.len()
+    );
+    let mut archive = crate::plugins::Archive {
+        engine: &state.engine,
+        files: state.files.as_ref(),
+        settings: &state.settings,
+        caller,
+        entity,
+        file_name,
+        bundle_id: &bundle_id,
+        campaign_id,
+        work_dir: work_dir.clone(),
+        pdf: extracted.pdf.clone(),
+        res: (!extracted.res.is_empty()).then(|| extracted.res.clone()),
+        state: Default::default(),
+        stored: Vec::new(),
+        notes: vec!["zip extraction started".into()],
+    };
+    let catalog = state.engine.catalog.load();
+    let e = catalog
+        .get(entity)
+        .cloned()
+        .ok_or_else(|| ApiError::BadRequest(format!("there is no entity `{entity}`")))?;
+    let mut outcome = Ok(());
+    for (p, settings) in crate::plugins::registry().of(&e) {
+        outcome = p.on_archive(settings, &mut archive).await;
+        if outcome.is_err() {
+            break;
+        }
+    }
+    let stored = std::mem::take(&mut archive.stored);
+    let refuse = |e: ApiError| {
+        let _ = std::fs::remove_dir_all(&work_dir);
+        let files = state.files.clone();
+        let prefixes = stored.clone();
+        tokio::spawn(async move {
+            for p in prefixes {
+                let _ = files.remove_prefix(&p).await;
+            }
+        });
+        e
+    };
+    outcome.map_err(|e| refuse(e.into()))?;
+    if archive.pdf.is_some() {
+        return Err(refuse(ApiError::BadRequest(format!(
+            "the ZIP archive holds pages.pdf, which entity `{entity}` does not use"
+        ))));
+    }
+    if archive.res.is_some() {
+        return Err(refuse(ApiError::BadRequest(format!(
+            "the ZIP archive holds a res/ folder, which entity `{entity}` does not use"
+        ))));
+    }
+    let mut notes = archive.notes;
+    notes.push(summary);
+    tracing::info!(
+        bundle = %bundle_id,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "bundle opened"
+    );
+    Ok(Opened {
+        csv: extracted.csv,
+        work_dir,
+        state: archive.state,
+        stored,
+        notes,
+    })
 }
 
 #[handler]
@@ -75,7 +205,12 @@ pub async fn upload(
         state.settings.max_upload_bytes,
     )
     .await?;
-    let mut cleanup = Cleanup(received.file.iter().map(|(p, _)| p.clone()).collect());
+    let mut cleanup = Cleanup(
+        received.file.iter().map(|(p, _)| p.clone()).collect(),
+        Vec::new(),
+        Vec::new(),
+        state.files.clone(),
+    );
     let entity = received
         .fields
         .get("entity")
@@ -113,24 +248,24 @@ pub async fn upload(
             "`campaign_id` must be an integer".into(),
         ));
     }
-    let mut magic = [0u8; 4];
-    {
-        use std::io::Read;
-        let n = std::fs::File::open(&src)
-            .and_then(|mut f| f.read(&mut magic))
-            .unwrap_or(0);
-        if n == 4 && magic == *b"PK\x03\x04" {
-            return Err(ApiError::BadRequest(
-                "ZIP bundles are not accepted by this server; upload the CSV file".into(),
-            ));
-        }
+    let campaign_id = received
+        .fields
+        .get("campaign_id")
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    let mut opened = None;
+    if crate::uploader::bundle::is_zip(&src) {
+        let o = open_bundle(state, &caller, &entity, &src, &file_name, campaign_id).await?;
+        cleanup.1.push(o.work_dir.clone());
+        cleanup.2 = o.stored.clone();
+        opened = Some(o);
     }
+    let csv_path = opened.as_ref().map_or(src.clone(), |o| o.csv.clone());
     let utf8 = dir.join(format!(
         "{}.utf8.csv",
         hex::encode(rand::random::<[u8; 12]>())
     ));
     cleanup.0.push(utf8.clone());
-    let (s2, u2) = (src.clone(), utf8.clone());
+    let (s2, u2) = (csv_path, utf8.clone());
     let started = std::time::Instant::now();
     let layout = tokio::task::spawn_blocking(move || validate::check(&s2, &u2, encoding))
         .await
@@ -148,6 +283,7 @@ pub async fn upload(
         layout,
         utf8_path: utf8.clone(),
         file_name,
+        bundle: opened.as_ref().map(|o| o.state.clone()),
     };
     let new = NewRequest {
         user_id: caller.id,
@@ -160,6 +296,7 @@ pub async fn upload(
         total: Some(plan.layout.rows as i64),
         content_type: format!("text/csv; charset={}", encoding.name()),
         run_here: !background,
+        details: opened.map(|o| o.notes).unwrap_or_default(),
     };
     let key = req.header("idempotency-key").map(str::to_string);
     let rid = match state.jobs.enqueue(new, key.as_deref()).await? {
@@ -171,8 +308,9 @@ pub async fn upload(
                 .body(reply.body));
         }
     };
-    // The working copy now belongs to the request; the original upload is not needed.
+    // The working copy and stored files now belong to the request.
     cleanup.0.retain(|p| p != &utf8);
+    cleanup.2.clear();
     if background {
         return Ok(json_response(
             StatusCode::ACCEPTED,

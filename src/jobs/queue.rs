@@ -26,6 +26,8 @@ pub struct NewRequest {
     /// Run by the caller itself (a synchronous upload): leased to this server from the start
     /// and never claimed by workers.
     pub run_here: bool,
+    /// Details entries to log after the acceptance (e.g. ZIP extraction).
+    pub details: Vec<String>,
 }
 
 /// A stored reply for an idempotency key.
@@ -157,6 +159,9 @@ impl Jobs {
             &format!("request accepted: {} ({total} items)", req.name),
         )
         .await?;
+        for line in &req.details {
+            add_detail(tx.as_mut(), d, &rid, line).await?;
+        }
         tx.commit().await?;
         if !req.run_here {
             self.notify();

@@ -3,6 +3,7 @@
 //! finish. Synchronous and background uploads share the runner; a background upload resumes
 //! from its last committed row.
 
+pub mod bundle;
 pub mod intake;
 pub mod rows;
 pub mod run;
@@ -36,6 +37,10 @@ pub struct Plan {
     pub utf8_path: PathBuf,
     /// The uploaded file's name.
     pub file_name: String,
+    /// For a ZIP bundle: each plugin's state (by plugin name), from its `on_archive` hook
+    /// and updated by its `on_start` hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Plan {

@@ -73,7 +73,7 @@ pub async fn rows(
     stop: &watch::Receiver<bool>,
 ) -> Result<(), StorageError> {
     let started = std::time::Instant::now();
-    let plan = plan_of(req)?;
+    let mut plan = plan_of(req)?;
     let catalog = jobs.engine.catalog.load();
     let entity = catalog
         .get(&plan.entity)
@@ -95,6 +95,24 @@ pub async fn rows(
     let mut done = req.done;
     // Rows done when a cancel was seen; the rest are written as not run.
     let mut cancelled_at: Option<i64> = None;
+    // Why no row runs at all (a bundle's start failed).
+    let mut refused: Option<String> = None;
+    if plan.bundle.is_some() {
+        refused = start_bundle(jobs, req, caller, &entity, &mut plan).await?;
+    }
+    let hooks: Vec<_> = match &plan.bundle {
+        Some(b) => crate::plugins::registry()
+            .of(&entity)
+            .map(|(p, s)| {
+                (
+                    p.clone(),
+                    s.clone(),
+                    b.get(p.name()).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     while let Some(records) = rx_rows.recv().await {
         if *stop.borrow() {
             return Ok(());
@@ -104,8 +122,15 @@ pub async fn rows(
         if cancelled_at.is_none() && jobs.cancel_requested(&req.rid).await? {
             cancelled_at = Some(done);
         }
+        if let Some(why) = &refused {
+            let text = format!("not run: {why}");
+            let bytes = not_run(&plan, &cols, &records, encoding, &text)?;
+            out.write_all(&bytes).map_err(io_err)?;
+            done += records.len() as i64;
+            continue;
+        }
         if cancelled_at.is_some() {
-            let bytes = not_run(&plan, &cols, &records, encoding)?;
+            let bytes = not_run(&plan, &cols, &records, encoding, crate::jobs::NOT_RUN)?;
             out.write_all(&bytes).map_err(io_err)?;
             done += records.len() as i64;
             continue;
@@ -116,9 +141,12 @@ pub async fn rows(
         for r in &records {
             match rows::work(&cols, &entity, r) {
                 Work::Skip => kinds.push(None),
-                Work::Run(c) => {
+                Work::Run(mut c) => {
                     kinds.push(Some(c.op == crate::engine::Op::Create));
-                    calls.push(Ok(c));
+                    let hooked = hooks
+                        .iter()
+                        .try_for_each(|(p, settings, state)| p.on_row(settings, state, &mut c));
+                    calls.push(hooked.map(|_| c));
                 }
                 Work::Fail(e) => {
                     kinds.push(Some(false));
@@ -216,9 +244,14 @@ pub async fn rows(
     reader.await.map_err(io_err)?.map_err(io_err)?;
     out.flush().map_err(io_err)?;
     let ctype = format!("text/csv; charset={}", encoding.name());
-    match cancelled_at {
-        None => jobs.finish(req, 200, &ctype, &rel).await?,
-        Some(ran) => {
+    match (cancelled_at, &refused) {
+        (_, Some(why)) => {
+            let last = format!("refused: {why}");
+            jobs.close(req, crate::jobs::FINISHED, 400, &ctype, &rel, &last)
+                .await?
+        }
+        (None, None) => jobs.finish(req, 200, &ctype, &rel).await?,
+        (Some(ran), None) => {
             let last = format!("cancelled: {ran} of {done} lines ran, the rest did not run");
             jobs.close(req, crate::jobs::CANCELLED, 200, &ctype, &rel, &last)
                 .await?
@@ -229,12 +262,64 @@ pub async fn rows(
     Ok(())
 }
 
+/// Runs the `on_start` hooks of a bundle's plugins in one transaction that also stores their
+/// state with the request and logs their notes. Some(reason) when a hook refused: no row
+/// runs then.
+async fn start_bundle(
+    jobs: &Jobs,
+    req: &Request,
+    caller: &Caller,
+    entity: &crate::schema::Entity,
+    plan: &mut Plan,
+) -> Result<Option<String>, StorageError> {
+    let d = jobs.storage.dialect();
+    let mut tx = jobs.storage.begin().await?;
+    let bundle = plan.bundle.as_mut().expect("a bundle");
+    let mut notes = Vec::new();
+    for (p, settings) in crate::plugins::registry().of(entity) {
+        let mut state = bundle.get(p.name()).cloned().unwrap_or_default();
+        let mut start = crate::plugins::Start {
+            engine: &jobs.engine,
+            tx: tx.as_mut(),
+            caller,
+            state: &mut state,
+            notes: Vec::new(),
+        };
+        let r = p.on_start(settings, &mut start).await;
+        notes.append(&mut start.notes);
+        if let Err(why) = r {
+            tx.rollback().await?;
+            let mut tx = jobs.storage.begin().await?;
+            add_detail(tx.as_mut(), d, &req.rid, &format!("refused: {why}")).await?;
+            tx.commit().await?;
+            return Ok(Some(why));
+        }
+        if !state.is_null() {
+            bundle.insert(p.name().to_string(), state);
+        }
+    }
+    let params = serde_json::to_string(&*plan).map_err(io_err)?;
+    let sql = format!(
+        "UPDATE \"bg_requests\" SET \"params\" = {} WHERE \"rid\" = {}",
+        d.ph(1),
+        d.ph(2)
+    );
+    tx.execute(&sql, &[Value::text(params), Value::text(&req.rid)])
+        .await?;
+    for n in &notes {
+        add_detail(tx.as_mut(), d, &req.rid, n).await?;
+    }
+    tx.commit().await?;
+    Ok(None)
+}
+
 /// The result lines of rows that did not run because the request was cancelled.
 fn not_run(
     plan: &Plan,
     cols: &Columns,
     records: &[csv::StringRecord],
     encoding: &'static encoding_rs::Encoding,
+    res_text: &str,
 ) -> Result<Vec<u8>, StorageError> {
     let mut text = Vec::with_capacity(records.len() * 64);
     {
@@ -243,7 +328,7 @@ fn not_run(
             .terminator(csv::Terminator::CRLF)
             .from_writer(&mut text);
         for rec in records {
-            let res = (!rows::is_skipped(cols, rec)).then_some(crate::jobs::NOT_RUN);
+            let res = (!rows::is_skipped(cols, rec)).then_some(res_text);
             w.write_record(
                 rows::result_cells(cols, rec, res, None)
                     .iter()

@@ -84,6 +84,8 @@ pub async fn test_settings(dir: &Path, entities: &Path) -> (Settings, Option<PgD
     s.bind = "127.0.0.1:0".parse().unwrap();
     s.admin_password = Some(ADMIN_PASSWORD.into());
     s.shutdown_grace = std::time::Duration::from_secs(2);
+    // PDFs are read by the real binary's `pdf-pages` child, not by the test executable.
+    s.helper_exe = PathBuf::from(env!("CARGO_BIN_EXE_entiserve"));
     let db = match std::env::var("TEST_DATABASE_URL") {
         Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
         _ => None,

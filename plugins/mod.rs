@@ -1,0 +1,165 @@
+//! Plugins: hooks on calls and on uploads, named from entity YAML (`plugins:`) with their
+//! settings. Every hook has a no-op default, so a plugin implements only what it needs. One
+//! registry holds the built-in plugins (this folder) and any a program adds with
+//! [`install`] before it builds the app; `compile()` rejects names it does not hold.
+//!
+//! Hooks, in the order an upload meets them:
+//! - [`Plugin::on_archive`]: a ZIP bundle was extracted; claim its parts (`pages.pdf`,
+//!   `res/`), store files, and keep per-upload state. Runs before the reply; an error refuses
+//!   the upload with nothing applied.
+//! - [`Plugin::on_start`]: the upload starts running (in the background or not), inside the
+//!   transaction that records the state, so work done here happens exactly once.
+//! - [`Plugin::on_row`]: a CSV row of a bundle is about to run.
+//! - [`Plugin::before_call`]: any call of the entity (REST, batch item, CSV row) is about to
+//!   be checked and run.
+
+pub mod pdf_markers;
+pub mod res_links;
+
+use crate::engine::{Call, CallError, Caller, Engine};
+use crate::files::FileStore;
+use crate::schema::Entity;
+use crate::settings::Settings;
+use crate::storage::Tx;
+use crate::uploader::UploadError;
+use serde_json::Value as Json;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+/// A plugin. `settings` is what the entity's YAML gives it (`null` when none).
+#[async_trait::async_trait]
+pub trait Plugin: Send + Sync {
+    /// The name entity files use.
+    fn name(&self) -> &'static str;
+
+    /// Before any call of an entity using the plugin is checked; may change the call or
+    /// refuse it.
+    fn before_call(
+        &self,
+        _settings: &Json,
+        _caller: &Caller,
+        _call: &mut Call,
+    ) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    /// A ZIP bundle was uploaded for the entity: claim the parts this plugin handles.
+    async fn on_archive(
+        &self,
+        _settings: &Json,
+        _archive: &mut Archive<'_>,
+    ) -> Result<(), UploadError> {
+        Ok(())
+    }
+
+    /// The bundle's upload starts running; `state` is what [`Plugin::on_archive`] left and is
+    /// stored again with the transaction `tx`.
+    async fn on_start(&self, _settings: &Json, _start: &mut Start<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// A row of the bundle's CSV is about to run as `call`.
+    fn on_row(&self, _settings: &Json, _state: &Json, _call: &mut Call) -> Result<(), CallError> {
+        Ok(())
+    }
+}
+
+/// An extracted bundle offered to the plugins of the uploaded entity.
+pub struct Archive<'a> {
+    pub engine: &'a Engine,
+    pub files: &'a dyn FileStore,
+    pub settings: &'a Settings,
+    pub caller: &'a Caller,
+    /// The entity the upload is for.
+    pub entity: &'a str,
+    /// The uploaded file's name.
+    pub file_name: &'a str,
+    /// A fresh id naming this upload's stored files.
+    pub bundle_id: &'a str,
+    /// The `campaign_id` form field.
+    pub campaign_id: Option<i64>,
+    /// A scratch directory removed after the upload.
+    pub work_dir: PathBuf,
+    /// `pages.pdf`, until a plugin takes it.
+    pub pdf: Option<PathBuf>,
+    /// Files of `res/` (path below `res/`, extracted file), until a plugin takes them.
+    pub res: Option<Vec<(String, PathBuf)>>,
+    /// Per-plugin state, by plugin name, kept with the upload.
+    pub state: serde_json::Map<String, Json>,
+    /// Key prefixes of stored files, removed if the upload is refused.
+    pub stored: Vec<String>,
+    /// Lines for the request's details.
+    pub notes: Vec<String>,
+}
+
+/// The start of a bundle upload's run.
+pub struct Start<'a> {
+    pub engine: &'a Engine,
+    pub tx: &'a mut dyn Tx,
+    pub caller: &'a Caller,
+    /// This plugin's state; changes are stored with `tx`.
+    pub state: &'a mut Json,
+    /// Lines for the request's details.
+    pub notes: Vec<String>,
+}
+
+/// The plugins entity files may name.
+pub struct Registry {
+    plugins: Vec<Arc<dyn Plugin>>,
+}
+
+impl Registry {
+    /// The built-in plugins.
+    pub fn builtin() -> Registry {
+        Registry {
+            plugins: vec![
+                Arc::new(pdf_markers::PdfMarkers),
+                Arc::new(res_links::ResLinks),
+            ],
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
+        self.plugins.iter().find(|p| p.name() == name)
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.plugins.iter().map(|p| p.name()).collect()
+    }
+
+    /// The plugins `e` uses, with their settings, in the order its file lists them.
+    pub fn of<'a>(
+        &'a self,
+        e: &'a Entity,
+    ) -> impl Iterator<Item = (&'a Arc<dyn Plugin>, &'a Json)> {
+        e.plugins
+            .iter()
+            .filter_map(|r| self.get(&r.name).map(|p| (p, &r.settings)))
+    }
+}
+
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
+
+/// Adds `extra` plugins to the built-in ones. Call it once, before the app is built; false
+/// when the registry was already in use.
+pub fn install(extra: Vec<Arc<dyn Plugin>>) -> bool {
+    let mut r = Registry::builtin();
+    r.plugins.extend(extra);
+    REGISTRY.set(r).is_ok()
+}
+
+/// The registry in force.
+pub fn registry() -> &'static Registry {
+    REGISTRY.get_or_init(Registry::builtin)
+}
+
+/// Runs the `before_call` hooks of `e` on `call`.
+pub fn before_call(e: &Entity, caller: &Caller, call: &mut Call) -> Result<(), CallError> {
+    if e.plugins.is_empty() {
+        return Ok(());
+    }
+    for (p, settings) in registry().of(e) {
+        p.before_call(settings, caller, call)?;
+    }
+    Ok(())
+}

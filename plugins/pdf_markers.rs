@@ -1,0 +1,204 @@
+//! `pdf_markers`: a bundle's `pages.pdf` becomes one marker per page, `page 001`, `page 002`,
+//! ..., in the upload's `campaign_id` (which must exist and be readable by the uploader) or in
+//! a new campaign named after the uploaded file. Each page is stored as a one-page PDF and
+//! linked from the marker's `file`. With `page_field` set (assets: `marker_id`), page numbers
+//! in that column of the bundle's CSV become the new markers' ids.
+//!
+//! Settings: `markers` (entity, default `markers`), `campaigns` (entity, default
+//! `campaigns`), `page_field` (optional).
+
+use super::{Archive, Plugin, Start};
+use crate::engine::{Call, CallError, Op};
+use crate::uploader::UploadError;
+use serde_json::{Map, Value as Json, json};
+
+pub struct PdfMarkers;
+
+fn setting<'a>(s: &'a Json, key: &str, default: &'a str) -> &'a str {
+    s.get(key).and_then(Json::as_str).unwrap_or(default)
+}
+
+/// A marker's name for page `n` (three digits, wider past 999).
+pub fn page_name(n: usize) -> String {
+    format!("page {n:03}")
+}
+
+#[async_trait::async_trait]
+impl Plugin for PdfMarkers {
+    fn name(&self) -> &'static str {
+        "pdf_markers"
+    }
+
+    async fn on_archive(&self, settings: &Json, a: &mut Archive<'_>) -> Result<(), UploadError> {
+        let Some(pdf) = a.pdf.take() else {
+            return Ok(());
+        };
+        let markers = setting(settings, "markers", "markers");
+        let campaigns = setting(settings, "campaigns", "campaigns");
+        if let Some(id) = a.campaign_id
+            && a.engine.get(a.caller, campaigns, id).await.is_err()
+        {
+            return Err(UploadError::BadRequest(format!(
+                "`campaign_id` {id} is not a campaign you can see"
+            )));
+        }
+        let dir = a.work_dir.join("pages");
+        let count = crate::pdf::split_contained(
+            &a.settings.helper_exe,
+            &pdf,
+            &dir,
+            a.settings.pdf_max_pages,
+            &crate::pdf::ChildLimits::default(),
+        )
+        .await
+        .map_err(|e| UploadError::BadRequest(e.to_string()))?;
+        let prefix = format!("{markers}/{}", a.bundle_id);
+        a.stored.push(prefix.clone());
+        let mut files = Vec::with_capacity(count);
+        for n in 1..=count {
+            let key = format!("{prefix}/pages/page-{n:03}.pdf");
+            a.files
+                .put(&key, &dir.join(crate::pdf::page_file(n)))
+                .await
+                .map_err(|e| UploadError::Io(e.to_string()))?;
+            files.push(Json::String(crate::files::url_of(&key)));
+        }
+        a.notes.push(format!("pages.pdf: {count} pages"));
+        a.state.insert(
+            self.name().into(),
+            json!({
+                "markers": markers,
+                "campaigns": campaigns,
+                "campaign_id": a.campaign_id,
+                "campaign_name": a.file_name,
+                "files": files,
+                "marker_ids": [],
+            }),
+        );
+        Ok(())
+    }
+
+    async fn on_start(&self, _settings: &Json, s: &mut Start<'_>) -> Result<(), String> {
+        let done = s.state["marker_ids"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
+        let files = s.state["files"].as_array().cloned().unwrap_or_default();
+        if done || files.is_empty() {
+            return Ok(());
+        }
+        let markers = s.state["markers"].as_str().unwrap_or("markers").to_string();
+        let campaign_id = match s.state["campaign_id"].as_i64() {
+            Some(id) => id,
+            None => {
+                let campaigns = s.state["campaigns"]
+                    .as_str()
+                    .unwrap_or("campaigns")
+                    .to_string();
+                let name = s.state["campaign_name"]
+                    .as_str()
+                    .unwrap_or("pages.pdf")
+                    .to_string();
+                let mut params = Map::new();
+                params.insert("name".into(), json!(name));
+                let id = create(s, &campaigns, vec![params]).await?[0];
+                s.notes
+                    .push(format!("campaign {id} `{name}` created for the markers"));
+                s.state["campaign_id"] = json!(id);
+                id
+            }
+        };
+        let mut ids = Vec::with_capacity(files.len());
+        for (chunk_no, chunk) in files.chunks(1000).enumerate() {
+            let params = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, url)| {
+                    let n = chunk_no * 1000 + i + 1;
+                    let mut p = Map::new();
+                    p.insert("name".into(), json!(page_name(n)));
+                    p.insert("campaign_id".into(), json!(campaign_id));
+                    p.insert("page".into(), json!(n));
+                    p.insert("file".into(), url.clone());
+                    p
+                })
+                .collect();
+            ids.extend(create(s, &markers, params).await?);
+        }
+        s.notes.push(format!(
+            "{} markers created from pages.pdf in campaign {campaign_id}",
+            ids.len()
+        ));
+        s.state["marker_ids"] = json!(ids);
+        Ok(())
+    }
+
+    fn on_row(&self, settings: &Json, state: &Json, call: &mut Call) -> Result<(), CallError> {
+        let Some(field) = settings.get("page_field").and_then(Json::as_str) else {
+            return Ok(());
+        };
+        let Some(ids) = state["marker_ids"].as_array().filter(|a| !a.is_empty()) else {
+            return Ok(());
+        };
+        let page = match call.params.get(field) {
+            None | Some(Json::Null) => return Ok(()),
+            Some(Json::Number(n)) => n.as_i64(),
+            Some(Json::String(s)) if s.trim().is_empty() => return Ok(()),
+            Some(Json::String(s)) => s.trim().parse::<i64>().ok(),
+            Some(_) => None,
+        };
+        let id = page
+            .filter(|p| *p >= 1 && (*p as usize) <= ids.len())
+            .and_then(|p| ids[p as usize - 1].as_i64())
+            .ok_or_else(|| {
+                CallError::invalid_field(
+                    field,
+                    format!(
+                        "`{}` is not a page of pages.pdf, which has {} pages",
+                        call.params[field],
+                        ids.len()
+                    ),
+                )
+            })?;
+        call.params.insert(field.to_string(), json!(id));
+        Ok(())
+    }
+}
+
+/// Creates objects of `entity` in the start transaction; their ids, or why not.
+async fn create(
+    s: &mut Start<'_>,
+    entity: &str,
+    rows: Vec<Map<String, Json>>,
+) -> Result<Vec<i64>, String> {
+    let calls = rows
+        .into_iter()
+        .map(|params| {
+            Ok(Call {
+                entity: entity.to_string(),
+                op: Op::Create,
+                id: None,
+                params,
+            })
+        })
+        .collect();
+    let (outcomes, _) = s
+        .engine
+        .run_chunk(&mut *s.tx, s.caller, calls, true)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "creating markers failed");
+            "the database failed".to_string()
+        })?;
+    outcomes
+        .into_iter()
+        .map(|o| match o {
+            Ok(obj) => obj["id"]
+                .as_i64()
+                .ok_or_else(|| "a created object has no id".to_string()),
+            Err(e) => Err(format!(
+                "cannot create {entity} from pages.pdf: {}",
+                e.description()
+            )),
+        })
+        .collect()
+}

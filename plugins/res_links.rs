@@ -1,0 +1,162 @@
+//! `res_links`: a bundle's `res/` folder is stored as it is in the file storage, under a
+//! prefix of its own; in objects the upload creates, every `res/<path>` in a text value,
+//! whole or inside text, becomes the stored file's URL. A link to a file the archive lacks
+//! fails that row.
+//!
+//! Settings: `fields` (list of fields to rewrite; default every string value).
+
+use super::{Archive, Plugin};
+use crate::engine::{Call, CallError, Op};
+use crate::uploader::UploadError;
+use serde_json::{Value as Json, json};
+use std::collections::BTreeSet;
+
+pub struct ResLinks;
+
+#[async_trait::async_trait]
+impl Plugin for ResLinks {
+    fn name(&self) -> &'static str {
+        "res_links"
+    }
+
+    async fn on_archive(&self, _settings: &Json, a: &mut Archive<'_>) -> Result<(), UploadError> {
+        let Some(res) = a.res.take() else {
+            return Ok(());
+        };
+        let prefix = format!("{}/{}/res", a.entity, a.bundle_id);
+        a.stored.push(format!("{}/{}", a.entity, a.bundle_id));
+        let mut paths = Vec::with_capacity(res.len());
+        for (rel, file) in &res {
+            let key = format!("{prefix}/{rel}");
+            if !crate::files::valid_key(&key) {
+                return Err(UploadError::BadRequest(format!(
+                    "the ZIP archive cannot be used: `res/{rel}` is not a usable file name"
+                )));
+            }
+            a.files
+                .put(&key, file)
+                .await
+                .map_err(|e| UploadError::Io(e.to_string()))?;
+            paths.push(rel.clone());
+        }
+        a.notes.push(format!("res/: {} files stored", paths.len()));
+        a.state.insert(
+            self.name().into(),
+            json!({"prefix": prefix, "files": paths}),
+        );
+        Ok(())
+    }
+
+    fn on_row(&self, settings: &Json, state: &Json, call: &mut Call) -> Result<(), CallError> {
+        if call.op != Op::Create || state.is_null() {
+            return Ok(());
+        }
+        let prefix = state["prefix"].as_str().unwrap_or_default();
+        let files: BTreeSet<&str> = state["files"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Json::as_str).collect())
+            .unwrap_or_default();
+        let only: Option<Vec<&str>> = settings
+            .get("fields")
+            .and_then(Json::as_array)
+            .map(|a| a.iter().filter_map(Json::as_str).collect());
+        for (field, value) in call.params.iter_mut() {
+            if only.as_ref().is_some_and(|o| !o.contains(&field.as_str())) {
+                continue;
+            }
+            let Json::String(text) = value else { continue };
+            if !text.contains("res/") {
+                continue;
+            }
+            let new = rewrite(text, |path| {
+                files
+                    .contains(path)
+                    .then(|| crate::files::url_of(&format!("{prefix}/{path}")))
+            })
+            .map_err(|missing| {
+                CallError::invalid_field(
+                    field,
+                    format!("`res/{missing}` is not in the archive's res/ folder"),
+                )
+            })?;
+            *text = new;
+        }
+        Ok(())
+    }
+}
+
+/// Characters that end a `res/` path inside text.
+fn ends_path(c: char) -> bool {
+    c.is_whitespace() || "\"'<>()[]{},;|`".contains(c)
+}
+
+/// Replaces every `res/<path>` of `text` with `url(path)`; Err(path) for a path `url` does
+/// not know. A path may end in punctuation (`.`, `:`, `!`, `?`) that belongs to the text.
+pub fn rewrite(text: &str, url: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("res/") {
+        let starts_word = rest[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || "_-./%".contains(c)));
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 4..];
+        let len = after.find(ends_path).unwrap_or(after.len());
+        let path = &after[..len];
+        if !starts_word || path.is_empty() {
+            out.push_str("res/");
+            rest = after;
+            continue;
+        }
+        // Trailing punctuation belongs to the sentence unless the file has it.
+        let mut cut = path;
+        let found = loop {
+            if let Some(u) = url(cut) {
+                break Some(u);
+            }
+            match cut.strip_suffix(['.', ':', '!', '?']) {
+                Some(shorter) if !shorter.is_empty() => cut = shorter,
+                _ => break None,
+            }
+        };
+        match found {
+            Some(u) => {
+                out.push_str(&u);
+                rest = &after[cut.len()..];
+            }
+            None => return Err(path.to_string()),
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rewrite;
+
+    fn known(p: &str) -> Option<String> {
+        ["a.png", "img/b c.jpg", "v.mp4"]
+            .contains(&p)
+            .then(|| format!("/u/{p}"))
+    }
+
+    #[test]
+    fn rewrites_whole_values_and_links_inside_text() {
+        assert_eq!(rewrite("res/a.png", known).unwrap(), "/u/a.png");
+        assert_eq!(
+            rewrite("see res/v.mp4. And (res/a.png)", known).unwrap(),
+            "see /u/v.mp4. And (/u/a.png)"
+        );
+        assert_eq!(
+            rewrite("<img src=\"res/a.png\">", known).unwrap(),
+            "<img src=\"/u/a.png\">"
+        );
+        assert_eq!(
+            rewrite("no links, pres/a.png", known).unwrap(),
+            "no links, pres/a.png"
+        );
+        assert_eq!(rewrite("res/missing.png", known), Err("missing.png".into()));
+    }
+}

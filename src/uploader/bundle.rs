@@ -1,0 +1,243 @@
+//! ZIP bundles: one CSV, an optional `pages.pdf` and an optional `res/` folder. The archive is
+//! recognised by its content, checked as a whole from its central directory (names, links,
+//! encryption, methods, entry count, total size, per-entry ratio) before a byte is written,
+//! then extracted with every entry's size enforced while it is read.
+
+use super::UploadError;
+use std::io::{Read, Seek};
+use std::path::{Path, PathBuf};
+use zip::{CompressionMethod, ZipArchive};
+
+/// Limits of one archive (settings; the contract's defaults).
+#[derive(Debug, Clone)]
+pub struct ZipLimits {
+    pub max_entries: usize,
+    pub max_bytes: u64,
+    pub max_ratio: u64,
+}
+
+impl Default for ZipLimits {
+    fn default() -> Self {
+        ZipLimits {
+            max_entries: 10_000,
+            max_bytes: 4 << 30,
+            max_ratio: 200,
+        }
+    }
+}
+
+/// Entries smaller than this are not held to the ratio limit (tiny text compresses well).
+const RATIO_FLOOR: u64 = 1 << 20;
+
+/// What a checked archive holds, by entry index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// The CSV: entry index and name.
+    pub csv: (usize, String),
+    pub pdf: Option<usize>,
+    /// `res/` files: entry index and path below `res/`.
+    pub res: Vec<(usize, String)>,
+    /// Uncompressed bytes of all entries.
+    pub bytes: u64,
+}
+
+/// An extracted bundle.
+#[derive(Debug, Clone)]
+pub struct Extracted {
+    pub csv: PathBuf,
+    pub pdf: Option<PathBuf>,
+    /// Path below `res/` and the extracted file.
+    pub res: Vec<(String, PathBuf)>,
+}
+
+/// Whether the file at `path` is a ZIP archive (by its first bytes).
+pub fn is_zip(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06")
+}
+
+fn bad(msg: impl Into<String>) -> UploadError {
+    UploadError::BadRequest(format!("the ZIP archive cannot be used: {}", msg.into()))
+}
+
+fn too_large(msg: impl Into<String>) -> UploadError {
+    UploadError::TooLarge(format!("the ZIP archive is over a limit: {}", msg.into()))
+}
+
+/// Checks an archive's directory: every rule is applied before anything is extracted.
+pub fn inspect<R: Read + Seek>(
+    zip: &mut ZipArchive<R>,
+    limits: &ZipLimits,
+) -> Result<Listing, UploadError> {
+    if zip.len() > limits.max_entries {
+        return Err(too_large(format!(
+            "{} entries; at most {} are accepted",
+            zip.len(),
+            limits.max_entries
+        )));
+    }
+    let mut csv: Vec<(usize, String)> = Vec::new();
+    let mut pdf = None;
+    let mut res = Vec::new();
+    let mut bytes = 0u64;
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..zip.len() {
+        let f = zip
+            .by_index_raw(i)
+            .map_err(|e| bad(format!("entry {}: {e}", i + 1)))?;
+        let raw = f
+            .name()
+            .map_err(|_| bad(format!("entry {} has an unreadable name", i + 1)))?
+            .to_string();
+        let shown: String = raw.chars().take(200).collect();
+        if raw.starts_with('/')
+            || raw.contains('\\')
+            || raw.contains('\0')
+            || raw.split('/').any(|s| s == ".." || s == ".")
+            || f.enclosed_name().is_none()
+        {
+            return Err(bad(format!(
+                "entry `{shown}` has an absolute or escaping path"
+            )));
+        }
+        if f.is_symlink() {
+            return Err(bad(format!("entry `{shown}` is a link")));
+        }
+        if f.encrypted() {
+            return Err(bad(format!(
+                "entry `{shown}` is encrypted; encrypted archives are not accepted"
+            )));
+        }
+        if !matches!(
+            f.compression(),
+            CompressionMethod::Stored | CompressionMethod::Deflated
+        ) {
+            return Err(bad(format!(
+                "entry `{shown}` uses an unsupported compression method ({}); use deflate",
+                f.compression()
+            )));
+        }
+        if !seen.insert(raw.to_ascii_lowercase()) {
+            return Err(bad(format!("entry `{shown}` appears twice")));
+        }
+        let size = f.size();
+        bytes = bytes.saturating_add(size);
+        if bytes > limits.max_bytes {
+            return Err(too_large(format!(
+                "more than {} bytes uncompressed",
+                limits.max_bytes
+            )));
+        }
+        if size > RATIO_FLOOR && size / f.compressed_size().max(1) > limits.max_ratio {
+            return Err(too_large(format!(
+                "entry `{shown}` expands more than {}:1",
+                limits.max_ratio
+            )));
+        }
+        if f.is_dir() {
+            if raw == "res/" || raw.starts_with("res/") {
+                continue;
+            }
+            return Err(bad(format!(
+                "unexpected folder `{shown}`; a bundle holds one CSV, pages.pdf and a res/ folder"
+            )));
+        }
+        if let Some(rest) = raw.strip_prefix("res/") {
+            res.push((i, rest.to_string()));
+        } else if raw.contains('/') {
+            return Err(bad(format!(
+                "unexpected entry `{shown}`; a bundle holds one CSV, pages.pdf and a res/ folder"
+            )));
+        } else if raw.eq_ignore_ascii_case("pages.pdf") {
+            pdf = Some(i);
+        } else if raw.to_ascii_lowercase().ends_with(".csv") {
+            csv.push((i, raw));
+        } else {
+            return Err(bad(format!(
+                "unexpected entry `{shown}`; a bundle holds one CSV, pages.pdf and a res/ folder"
+            )));
+        }
+    }
+    match csv.len() {
+        1 => Ok(Listing {
+            csv: csv.remove(0),
+            pdf,
+            res,
+            bytes,
+        }),
+        0 => Err(bad("it holds no CSV file")),
+        n => Err(bad(format!(
+            "it holds {n} CSV files; exactly one is accepted"
+        ))),
+    }
+}
+
+/// Checks the archive at `path` and extracts it into `dest` (created).
+pub fn extract(path: &Path, dest: &Path, limits: &ZipLimits) -> Result<Extracted, UploadError> {
+    let file = std::fs::File::open(path).map_err(|e| UploadError::Io(e.to_string()))?;
+    let mut zip = ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| bad(e.to_string()))?;
+    let listing = inspect(&mut zip, limits)?;
+    std::fs::create_dir_all(dest).map_err(|e| UploadError::Io(e.to_string()))?;
+    let csv = dest.join("bundle.csv");
+    copy_entry(&mut zip, listing.csv.0, &csv)?;
+    let pdf = match listing.pdf {
+        Some(i) => {
+            let p = dest.join("pages.pdf");
+            copy_entry(&mut zip, i, &p)?;
+            Some(p)
+        }
+        None => None,
+    };
+    let mut res = Vec::with_capacity(listing.res.len());
+    for (n, (i, rel)) in listing.res.iter().enumerate() {
+        let p = dest.join(format!("res-{n:06}"));
+        copy_entry(&mut zip, *i, &p)?;
+        res.push((rel.clone(), p));
+    }
+    Ok(Extracted { csv, pdf, res })
+}
+
+/// Decompresses entry `i` into `to`, refusing data beyond the size its header declares.
+fn copy_entry<R: Read + Seek>(
+    zip: &mut ZipArchive<R>,
+    i: usize,
+    to: &Path,
+) -> Result<(), UploadError> {
+    let mut f = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
+    let declared = f.size();
+    let name: String = f
+        .name()
+        .map(|n| n.chars().take(200).collect())
+        .unwrap_or_default();
+    let mut out = std::fs::File::create(to).map_err(|e| UploadError::Io(e.to_string()))?;
+    let n = std::io::copy(&mut (&mut f).take(declared + 1), &mut out)
+        .map_err(|e| bad(format!("entry `{name}`: {e}")))?;
+    if n != declared {
+        return Err(bad(format!(
+            "entry `{name}` does not hold the {declared} bytes its header declares"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks and lists an archive held in memory (for the fuzz target and tests).
+pub fn inspect_bytes(bytes: &[u8], limits: &ZipLimits) -> Result<Listing, UploadError> {
+    let mut zip = ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| bad(e.to_string()))?;
+    let listing = inspect(&mut zip, limits)?;
+    for i in std::iter::once(listing.csv.0)
+        .chain(listing.pdf)
+        .chain(listing.res.iter().map(|r| r.0))
+    {
+        let mut f = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
+        let declared = f.size();
+        let n = std::io::copy(&mut (&mut f).take(declared + 1), &mut std::io::sink())
+            .map_err(|e| bad(e.to_string()))?;
+        if n != declared {
+            return Err(bad("an entry does not hold the bytes its header declares"));
+        }
+    }
+    Ok(listing)
+}
