@@ -37,6 +37,8 @@ enum Command {
         /// Watch the entity files and reload them on change.
         #[arg(long, env = "ENTISERVE_DEV")]
         dev: bool,
+        #[command(flatten)]
+        limits: Limits,
     },
     /// Check entity definitions: exit 0, or print every error as file:line: message and exit 1.
     Check {
@@ -59,6 +61,29 @@ enum Command {
     },
 }
 
+/// Size limits of requests and uploads (defaults: the contract's).
+#[derive(clap::Args)]
+struct Limits {
+    /// Largest uploaded file, bytes.
+    #[arg(long, env = "ENTISERVE_MAX_UPLOAD_BYTES", default_value_t = 1 << 30)]
+    max_upload_bytes: u64,
+    /// Most items in one batch.
+    #[arg(long, env = "ENTISERVE_MAX_BATCH_ITEMS", default_value_t = 100_000)]
+    max_batch_items: usize,
+    /// Most entries in an uploaded ZIP.
+    #[arg(long, env = "ENTISERVE_ZIP_MAX_ENTRIES", default_value_t = 10_000)]
+    zip_max_entries: usize,
+    /// Most uncompressed bytes in an uploaded ZIP.
+    #[arg(long, env = "ENTISERVE_ZIP_MAX_BYTES", default_value_t = 4 << 30)]
+    zip_max_bytes: u64,
+    /// Largest expansion of one ZIP entry (uncompressed : compressed).
+    #[arg(long, env = "ENTISERVE_ZIP_MAX_RATIO", default_value_t = 200)]
+    zip_max_ratio: u64,
+    /// Most pages in a bundle's pages.pdf.
+    #[arg(long, env = "ENTISERVE_PDF_MAX_PAGES", default_value_t = 5000)]
+    pdf_max_pages: usize,
+}
+
 fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
@@ -77,9 +102,16 @@ fn main() -> ExitCode {
             entities,
             database_url,
             dev,
+            limits,
         } => {
             init_logs();
             let mut s = Settings::new(data_dir, entities);
+            s.max_upload_bytes = limits.max_upload_bytes;
+            s.max_batch_items = limits.max_batch_items;
+            s.zip.max_entries = limits.zip_max_entries;
+            s.zip.max_bytes = limits.zip_max_bytes;
+            s.zip.max_ratio = limits.zip_max_ratio;
+            s.pdf_max_pages = limits.pdf_max_pages;
             s.bind = bind;
             s.database_url = database_url.filter(|u| !u.is_empty());
             s.dev = dev;

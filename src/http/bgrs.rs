@@ -243,7 +243,11 @@ pub async fn events(
         }
         s.first = false;
         let mut events = Vec::new();
-        if let Ok(rows) = s.jobs.details(&s.rid, s.since, 10_000).await {
+        // The record first, so that a finished request's last details are read below.
+        let current = s.jobs.load(&s.rid).await;
+        const PAGE: i64 = 10_000;
+        let mut more = false;
+        if let Ok(rows) = s.jobs.details(&s.rid, s.since, PAGE).await {
             for row in &rows {
                 let d = detail_json(row);
                 s.since = row[0].as_i64().unwrap_or(s.since);
@@ -253,8 +257,14 @@ pub async fn events(
                         .id(s.since.to_string()),
                 );
             }
+            // A full page: send it and read on at once; `finished` waits for the last page.
+            more = rows.len() as i64 == PAGE;
         }
-        match s.jobs.load(&s.rid).await {
+        if more {
+            s.first = true;
+            return Some((futures::stream::iter(events), s));
+        }
+        match current {
             Ok(Some(r)) => {
                 let rec = r.to_json();
                 let key = format!("{}/{}", rec["progress"], rec["status_id"]);

@@ -221,6 +221,13 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
             "parameters": [{"name": "file", "in": "path", "required": true, "schema": {"type": "string"}}],
             "responses": with(ok("the file", result_content), &["401", "404", "410"])}}),
     );
+    paths.insert(
+        format!("{prefix}/media/files/{{key}}"),
+        json!({"get": {"summary": "A file stored from an uploaded bundle (a marker's page PDF, a res/ file), for users who may read its entity",
+            "tags": ["uploader"],
+            "parameters": [{"name": "key", "in": "path", "required": true, "description": "the rest of the path: <entity>/<bundle>/...", "schema": {"type": "string"}}],
+            "responses": with(ok("the file", json!({"*/*": {"schema": {"type": "string", "format": "binary"}}})), &["401", "404"])}}),
+    );
     let mut upload_ok = ok(
         "the result CSV, or the progress log (show_progress=1)",
         json!({

@@ -1,0 +1,35 @@
+//! How to add a plugin of your own: register it before building the app, name it in an
+//! entity file, and run the server as usual.
+//!
+//! ```sh
+//! cargo run --example custom_plugin
+//! curl -u admin:example -H 'content-type: application/json' \
+//!      -d '{"title": "Hello, World!"}' http://127.0.0.1:8080/articles
+//! # -> {"id":1,"title":"Hello, World!","slug":"hello-world",...}
+//! ```
+
+mod slug;
+
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    entiserve::plugins::install(vec![Arc::new(slug::Slug)]);
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/custom_plugin");
+    let data = std::env::temp_dir().join("entiserve-custom-plugin");
+    let mut settings = entiserve::settings::Settings::new(&data, here.join("entities"));
+    settings.admin_password = Some("example".into());
+    if let Ok(bind) = std::env::var("ENTISERVE_BIND") {
+        settings.bind = bind.parse()?;
+    }
+    let app = entiserve::App::build(settings).await?;
+    eprintln!(
+        "entiserve with the `slug` plugin on http://{} (admin / example, data in {})",
+        app.addr(),
+        data.display()
+    );
+    app.run_until(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+}
