@@ -10,14 +10,12 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Why a PDF cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum PdfError {
     #[error("pages.pdf is not a readable PDF: {0}")]
     Unreadable(String),
     #[error("pages.pdf has {pages} pages; at most {max} are accepted")]
     TooManyPages { pages: usize, max: usize },
-    #[error("pages.pdf has no pages")]
-    NoPages,
     #[error("pages.pdf could not be processed: {0}")]
     Failed(String),
 }
@@ -50,7 +48,7 @@ pub fn split_each(
     let doc = Document::load_mem(bytes).map_err(|e| PdfError::Unreadable(e.to_string()))?;
     let pages = doc.get_pages();
     if pages.is_empty() {
-        return Err(PdfError::NoPages);
+        return Err(PdfError::Unreadable("it has no page that can be read".into()));
     }
     if pages.len() > max_pages {
         return Err(PdfError::TooManyPages {
@@ -215,10 +213,8 @@ pub fn child_main(input: &Path, out_dir: &Path, max_pages: usize) -> std::proces
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!(
-                "{}",
-                serde_json::to_string(&e.to_string()).unwrap_or_default()
-            );
+            // The last stderr line is the error, for the parent to read back.
+            eprintln!("{}", serde_json::to_string(&e).unwrap_or_default());
             std::process::ExitCode::from(3)
         }
     }
@@ -309,26 +305,16 @@ pub async fn split_contained(
     }
     if out.status.code() == Some(3) {
         let text = String::from_utf8_lossy(&out.stderr);
-        let msg: String = text
+        return Err(text
             .lines()
             .rev()
             .find_map(|l| serde_json::from_str(l).ok())
-            .unwrap_or_else(|| "it cannot be parsed".into());
-        return Err(reparse(msg));
+            .unwrap_or_else(|| PdfError::Unreadable("it cannot be parsed".into())));
     }
     tracing::warn!(status = %out.status, "the PDF reader stopped abnormally");
     Err(PdfError::Unreadable(
         "reading it exceeded the limits or failed".into(),
     ))
-}
-
-/// The child's message back to an error (its text is already the whole sentence).
-fn reparse(msg: String) -> PdfError {
-    PdfError::Unreadable(
-        msg.strip_prefix("pages.pdf is not a readable PDF: ")
-            .map(str::to_string)
-            .unwrap_or(msg),
-    )
 }
 
 #[cfg(test)]

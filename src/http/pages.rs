@@ -15,6 +15,9 @@ use std::sync::Arc;
 
 const UPLOADER: &str = include_str!("pages/uploader.html");
 const REQUESTS: &str = include_str!("pages/requests.html");
+/// The signed-in user's bar and the sign-in form, shared by both pages.
+const SIGNIN: &str = include_str!("pages/signin.html");
+const SIGNIN_SLOT: &str = "<!--SIGNIN-->";
 
 /// The assets under `/tools/assets/`: name, content type, content.
 const ASSETS: &[(&str, &str, &str)] = &[
@@ -90,12 +93,16 @@ fn entity_options(names: &[&str]) -> String {
 pub fn uploader(Data(state): Data<&Arc<AppState>>) -> Response {
     let catalog = state.engine.catalog.load();
     let names: Vec<&str> = catalog.entities.keys().map(String::as_str).collect();
-    html(UPLOADER.replace(ENTITY_OPTIONS, &entity_options(&names)))
+    html(
+        UPLOADER
+            .replace(SIGNIN_SLOT, SIGNIN)
+            .replace(ENTITY_OPTIONS, &entity_options(&names)),
+    )
 }
 
 #[handler]
 pub fn requests() -> Response {
-    html(REQUESTS.to_string())
+    html(REQUESTS.replace(SIGNIN_SLOT, SIGNIN))
 }
 
 #[handler]
