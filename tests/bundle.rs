@@ -9,7 +9,7 @@ use common::*;
 use lopdf::{Document, Object, Stream, dictionary};
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 use std::collections::{BTreeSet, HashMap};
 use std::io::{Cursor, Write};
 use std::path::Path;
@@ -474,6 +474,15 @@ async fn asset_rows_map_page_numbers_to_the_new_markers() {
         ("assets.csv", csv.as_bytes()),
         ("pages.pdf", &sample_pdf(3)),
     ]);
+    // Markers that exist already, so that the new markers' ids differ from page numbers.
+    let other = app.create("campaigns", json!({"name": "other"})).await;
+    for n in 0..10 {
+        app.create(
+            "markers",
+            json!({"name": format!("m{n}"), "campaign_id": other["id"]}),
+        )
+        .await;
+    }
     let r = sync_rows(&app, "assets", "mapped.zip", bundle, &[]).await;
     assert_eq!(
         r[0],
@@ -494,7 +503,7 @@ async fn asset_rows_map_page_numbers_to_the_new_markers() {
         "page 0 does not exist: {r:?}"
     );
     assert_eq!(res[5], "OK", "{r:?}");
-    assert_eq!(counts(&app).await, [1, 3, 4]);
+    assert_eq!(counts(&app).await, [2, 13, 4]);
 
     let cid = campaign_named(&app, "mapped.zip").await;
     let markers = markers_of(&app, cid).await;
@@ -518,7 +527,12 @@ async fn asset_rows_map_page_numbers_to_the_new_markers() {
         assert_eq!(s, 200);
         assert_eq!(a["name"], name);
         assert_eq!(a["marker_id"].as_i64(), marker, "{a}");
+        // The result holds what was applied, so it can be uploaded again as a plain CSV.
+        let cell = marker.map(|m| m.to_string()).unwrap_or_default();
+        assert_eq!(r[row][4], cell, "{r:?}");
     }
+    // A failed row keeps the page number it was given.
+    assert_eq!(r[3][4], "4", "{r:?}");
     healthy(&app).await;
     app.stop().await;
 }
@@ -570,6 +584,11 @@ async fn res_links_are_rewritten_and_served() {
         one["content"],
         format!("See {image_url}. And ({base}/data.bin)")
     );
+    assert_eq!(
+        r[1][4], one["url"],
+        "the result holds the stored file's URL"
+    );
+    assert_eq!(r[1][5], one["content"]);
     let three = asset(&app, &r[3][1]).await;
     assert_eq!(three["content"], format!("<img src=\"{image_url}\">"));
     let four = asset(&app, &r[4][1]).await;

@@ -145,6 +145,30 @@ pub fn res_of(outcome: &Result<Json, CallError>) -> (u16, String) {
     }
 }
 
+/// The result-file positions and new texts of the fields a hook changed in `call` (e.g. a
+/// page number mapped to a marker id), so that the result holds what was applied.
+pub fn changed_cells(
+    cols: &Columns,
+    before: &serde_json::Map<String, Json>,
+    call: &Call,
+) -> Vec<(usize, String)> {
+    let shift = usize::from(cols.res.is_none()) + usize::from(cols.id.is_none());
+    call.params
+        .iter()
+        .filter(|(k, v)| before.get(*k) != Some(*v))
+        .filter_map(|(k, v)| {
+            let i = cols.names.iter().position(|n| n == k)?;
+            let text = match v {
+                Json::String(s) => s.clone(),
+                Json::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+                Json::Null => String::new(),
+                other => other.to_string(),
+            };
+            Some((i + shift, text))
+        })
+        .collect()
+}
+
 /// The result cells of a record: `res` and `id` set, the rest as uploaded.
 pub fn result_cells<'a>(
     cols: &Columns,

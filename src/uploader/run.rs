@@ -138,15 +138,26 @@ pub async fn rows(
         // Per row: None for a skipped row, else whether it creates.
         let mut kinds: Vec<Option<bool>> = Vec::with_capacity(records.len());
         let mut calls: Vec<Result<Call, CallError>> = Vec::with_capacity(records.len());
+        // Per row: the cells the bundle's hooks changed, written to the result when it runs.
+        let mut changed_cells: Vec<Vec<(usize, String)>> = Vec::new();
         for r in &records {
             match rows::work(&cols, &entity, r) {
                 Work::Skip => kinds.push(None),
-                Work::Run(mut c) => {
+                Work::Run(mut c) if !hooks.is_empty() => {
                     kinds.push(Some(c.op == crate::engine::Op::Create));
+                    let before = c.params.clone();
                     let hooked = hooks
                         .iter()
                         .try_for_each(|(p, settings, state)| p.on_row(settings, state, &mut c));
+                    changed_cells.resize(kinds.len(), Vec::new());
+                    if hooked.is_ok() {
+                        changed_cells[kinds.len() - 1] = rows::changed_cells(&cols, &before, &c);
+                    }
                     calls.push(hooked.map(|_| c));
+                }
+                Work::Run(c) => {
+                    kinds.push(Some(c.op == crate::engine::Op::Create));
+                    calls.push(Ok(c));
                 }
                 Work::Fail(e) => {
                     kinds.push(Some(false));
@@ -193,11 +204,15 @@ pub async fn rows(
                         if want_lines {
                             lines.push(format!("Line: {line} done. Result: {status}. {res}"));
                         }
-                        w.write_record(
-                            rows::result_cells(&cols, rec, Some(&res), new_id)
-                                .iter()
-                                .map(|c| c.as_bytes()),
-                        )
+                        let mut cells = rows::result_cells(&cols, rec, Some(&res), new_id);
+                        if o.is_ok()
+                            && let Some(changes) = changed_cells.get_mut(i)
+                        {
+                            for (at, value) in changes.drain(..) {
+                                cells[at] = value.into();
+                            }
+                        }
+                        w.write_record(cells.iter().map(|c| c.as_bytes()))
                     }
                 }
                 .map_err(io_err)?;
