@@ -48,7 +48,9 @@ pub fn split_each(
     let doc = Document::load_mem(bytes).map_err(|e| PdfError::Unreadable(e.to_string()))?;
     let pages = doc.get_pages();
     if pages.is_empty() {
-        return Err(PdfError::Unreadable("it has no page that can be read".into()));
+        return Err(PdfError::Unreadable(
+            "it has no page that can be read".into(),
+        ));
     }
     if pages.len() > max_pages {
         return Err(PdfError::TooManyPages {
