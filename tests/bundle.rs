@@ -323,6 +323,9 @@ async fn check_page_markers(app: &TestApp, markers: &[Json], cid: i64, n: usize)
         for other in (1..=n).filter(|o| *o != page) {
             assert!(!content.contains(&format!("(Page {other})")), "{file}");
         }
+        // A client joining the base URL and the path with one slash too many gets it too.
+        let (_, again) = fetch(app, &format!("/{file}")).await;
+        assert_eq!(again, bytes);
     }
     assert_eq!(bundles.len(), 1, "one bundle: {bundles:?}");
     bundles.into_iter().next().unwrap()

@@ -130,6 +130,32 @@ fn allowed_methods(path: &str) -> &'static str {
     }
 }
 
+/// `//media/x` and `/bgrs//id` route like `/media/x` and `/bgrs/id` (clients joining a base URL
+/// and a server-relative path often double the slash).
+fn collapse_slashes(req: &mut Request) {
+    let path = req.uri().path();
+    if !path.contains("//") {
+        return;
+    }
+    let mut clean = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && clean.ends_with('/')) {
+            clean.push(c);
+        }
+    }
+    if let Some(q) = req.uri().query() {
+        clean.push('?');
+        clean.push_str(q);
+    }
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(pq) = clean.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = poem::http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+}
+
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     error::to_json_response(poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))
 }
@@ -141,7 +167,8 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
     r = routes(r, "");
     r.data(state)
         .with(CatchPanic::new().with_handler(panic_response))
-        .around(|ep, req| async move {
+        .around(|ep, mut req| async move {
+            collapse_slashes(&mut req);
             let allow = allowed_methods(req.uri().path());
             let mut resp = match ep.call(req).await {
                 Ok(r) => r,
