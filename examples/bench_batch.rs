@@ -22,13 +22,18 @@
 //! database `entiserve_bench_<hex>` is created on the given server and dropped afterwards.
 //! Progress goes to stderr; the report (commands run, Markdown table, targets) to stdout.
 
+#[path = "support/bench.rs"]
+mod support;
+
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Parser, ValueEnum};
+use entiserve::storage::redact;
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::{elapsed_ms, random_hex, with_database};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr, Command};
 
@@ -147,41 +152,6 @@ impl Report {
             .find(|r| r.backend == backend && r.what.starts_with(what_prefix))
             .map(|r| r.stats.median())
     }
-}
-
-fn elapsed_ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
-}
-
-fn random_hex() -> String {
-    hex::encode(rand::random::<[u8; 6]>())
-}
-
-/// Hides the password of a URL like `postgres://user:secret@host/db`.
-fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end..];
-    match (rest.find('@'), rest.find(':')) {
-        (Some(at), Some(colon)) if colon < at => {
-            format!(
-                "{}{}:***{}",
-                &url[..scheme_end],
-                &rest[..colon],
-                &rest[at..]
-            )
-        }
-        _ => url.to_string(),
-    }
-}
-
-/// `url` with its database name replaced by `db`.
-fn with_database(url: &str, db: &str) -> Result<String> {
-    let start = url.find("://").context("a database URL has a scheme")? + 3;
-    let (head, query) = url.split_at(url.find('?').unwrap_or(url.len()));
-    let host_end = head[start..].find('/').map_or(head.len(), |i| start + i);
-    Ok(format!("{}/{db}{query}", &head[..host_end]))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -33,13 +33,19 @@
 //! dropped afterwards. Progress goes to stderr, with the server's log when `RUST_LOG` is set
 //! (`RUST_LOG=info` shows the intake's steps); the report (Markdown) to stdout.
 
+#[path = "../tests/support/pdf.rs"]
+mod pdf_sample;
+#[path = "support/bench.rs"]
+mod support;
+
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Parser, ValueEnum};
-use lopdf::{Document, Object, Stream, dictionary};
+use entiserve::storage::redact;
 use serde_json::Value as Json;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use support::{elapsed_ms, random_hex, with_database};
 use zip::ZipWriter;
 use zip::write::SimpleFileOptions;
 
@@ -137,76 +143,9 @@ struct Report {
     notes: Vec<String>,
 }
 
-fn elapsed_ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
-}
-
-fn random_hex() -> String {
-    hex::encode(rand::random::<[u8; 6]>())
-}
-
-/// Hides the password of a URL like `postgres://user:secret@host/db`.
-fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end..];
-    match (rest.find('@'), rest.find(':')) {
-        (Some(at), Some(colon)) if colon < at => {
-            format!(
-                "{}{}:***{}",
-                &url[..scheme_end],
-                &rest[..colon],
-                &rest[at..]
-            )
-        }
-        _ => url.to_string(),
-    }
-}
-
-/// `url` with its database name replaced by `db`.
-fn with_database(url: &str, db: &str) -> Result<String> {
-    let start = url.find("://").context("a database URL has a scheme")? + 3;
-    let (head, query) = url.split_at(url.find('?').unwrap_or(url.len()));
-    let host_end = head[start..].find('/').map_or(head.len(), |i| start + i);
-    Ok(format!("{}/{db}{query}", &head[..host_end]))
-}
-
 // ---------------------------------------------------------------------------------------------
 // Workload
 // ---------------------------------------------------------------------------------------------
-
-/// An N-page PDF whose page n shows `Page n`; the font and media box are inherited from the
-/// page tree (as `sample()` in src/pdf.rs's tests).
-fn sample_pdf(pages: usize) -> Result<Vec<u8>> {
-    let mut doc = Document::with_version("1.5");
-    let pages_id = doc.new_object_id();
-    let font = doc.add_object(
-        dictionary! {"Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica"},
-    );
-    let resources = doc.add_object(dictionary! {"Font" => dictionary! {"F1" => font}});
-    let mut kids = Vec::with_capacity(pages);
-    for n in 1..=pages {
-        let content = format!("BT /F1 24 Tf 72 720 Td (Page {n}) Tj ET");
-        let c = doc.add_object(Stream::new(dictionary! {}, content.into_bytes()));
-        let p =
-            doc.add_object(dictionary! {"Type" => "Page", "Parent" => pages_id, "Contents" => c});
-        kids.push(Object::Reference(p));
-    }
-    doc.objects.insert(
-        pages_id,
-        Object::Dictionary(dictionary! {
-            "Type" => "Pages", "Kids" => kids, "Count" => pages as i64,
-            "Resources" => resources,
-            "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()],
-        }),
-    );
-    let cat = doc.add_object(dictionary! {"Type" => "Catalog", "Pages" => pages_id});
-    doc.trailer.set("Root", cat);
-    let mut buf = Vec::new();
-    doc.save_to(&mut buf).context("writing the PDF")?;
-    Ok(buf)
-}
 
 /// The assets CSV: row N creates `asset N` on page N with the link `res/img/N.png`.
 fn assets_csv(rows: usize) -> String {
@@ -744,7 +683,7 @@ async fn run(args: Args) -> Result<()> {
     ensure!(args.pages > 0, "pages must be at least 1");
     let helper = helper_exe()?;
     let t = Instant::now();
-    let pdf = sample_pdf(args.pages)?;
+    let pdf = pdf_sample::sample_pdf(args.pages);
     let zip = bundle(&pdf, args.pages)?;
     eprintln!(
         "bundle built in {:.0} ms: pages.pdf {} bytes, ZIP {} bytes",
