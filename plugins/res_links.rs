@@ -9,7 +9,6 @@ use super::{Archive, Plugin};
 use crate::engine::{Call, CallError, Op};
 use crate::uploader::UploadError;
 use serde_json::{Value as Json, json};
-use std::collections::BTreeSet;
 
 pub struct ResLinks;
 
@@ -25,7 +24,8 @@ impl Plugin for ResLinks {
         };
         let prefix = format!("{}/{}/res", a.entity, a.bundle_id);
         a.stored.push(format!("{}/{}", a.entity, a.bundle_id));
-        let mut paths = Vec::with_capacity(res.len());
+        // Path below res/ -> the stored file's URL, looked up by every row.
+        let mut urls = serde_json::Map::with_capacity(res.len());
         for (rel, file) in &res {
             let key = format!("{prefix}/{rel}");
             if !crate::files::valid_key(&key) {
@@ -37,13 +37,10 @@ impl Plugin for ResLinks {
                 .put(&key, file)
                 .await
                 .map_err(|e| UploadError::Io(e.to_string()))?;
-            paths.push(rel.clone());
+            urls.insert(rel.clone(), Json::String(crate::files::url_of(&key)));
         }
-        a.notes.push(format!("res/: {} files stored", paths.len()));
-        a.state.insert(
-            self.name().into(),
-            json!({"prefix": prefix, "files": paths}),
-        );
+        a.notes.push(format!("res/: {} files stored", urls.len()));
+        a.state.insert(self.name().into(), json!({ "urls": urls }));
         Ok(())
     }
 
@@ -51,17 +48,10 @@ impl Plugin for ResLinks {
         if call.op != Op::Create || state.is_null() {
             return Ok(());
         }
-        let prefix = state["prefix"].as_str().unwrap_or_default();
-        let files: BTreeSet<&str> = state["files"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Json::as_str).collect())
-            .unwrap_or_default();
-        let only: Option<Vec<&str>> = settings
-            .get("fields")
-            .and_then(Json::as_array)
-            .map(|a| a.iter().filter_map(Json::as_str).collect());
+        let urls = &state["urls"];
+        let only = settings.get("fields").and_then(Json::as_array);
         for (field, value) in call.params.iter_mut() {
-            if only.as_ref().is_some_and(|o| !o.contains(&field.as_str())) {
+            if only.is_some_and(|o| !o.iter().any(|f| f.as_str() == Some(field.as_str()))) {
                 continue;
             }
             let Json::String(text) = value else { continue };
@@ -69,9 +59,7 @@ impl Plugin for ResLinks {
                 continue;
             }
             let new = rewrite(text, |path| {
-                files
-                    .contains(path)
-                    .then(|| crate::files::url_of(&format!("{prefix}/{path}")))
+                urls.get(path).and_then(Json::as_str).map(str::to_string)
             })
             .map_err(|missing| {
                 CallError::invalid_field(

@@ -43,22 +43,23 @@ fn flag(r: &Received, name: &str) -> Result<bool> {
 
 /// Removes an upload's scratch files, and the stored files of a refused bundle, when the
 /// handler returns.
-struct Cleanup(
-    Vec<std::path::PathBuf>,
-    Vec<std::path::PathBuf>,
-    Vec<String>,
-    Arc<dyn crate::files::FileStore>,
-);
+struct Cleanup {
+    files: Vec<std::path::PathBuf>,
+    dirs: Vec<std::path::PathBuf>,
+    /// Key prefixes in the file storage.
+    stored: Vec<String>,
+    store: Arc<dyn crate::files::FileStore>,
+}
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for p in &self.0 {
+        for p in &self.files {
             let _ = std::fs::remove_file(p);
         }
-        for d in &self.1 {
+        for d in &self.dirs {
             let _ = std::fs::remove_dir_all(d);
         }
-        if !self.2.is_empty() {
-            let (files, prefixes) = (self.3.clone(), std::mem::take(&mut self.2));
+        if !self.stored.is_empty() {
+            let (files, prefixes) = (self.store.clone(), std::mem::take(&mut self.stored));
             tokio::spawn(async move {
                 for p in prefixes {
                     let _ = files.remove_prefix(&p).await;
@@ -71,24 +72,26 @@ impl Drop for Cleanup {
 /// An opened ZIP bundle: its CSV, and what the entity's plugins made of the rest.
 struct Opened {
     csv: std::path::PathBuf,
-    work_dir: std::path::PathBuf,
     state: serde_json::Map<String, serde_json::Value>,
-    stored: Vec<String>,
     notes: Vec<String>,
 }
 
 /// Checks and extracts a bundle and offers it to the entity's plugins; refuses parts no
-/// plugin takes. Stored files of a refused bundle are removed by the caller's cleanup.
+/// plugin takes. Its scratch directory and stored files go into `cleanup`, which removes them
+/// unless the upload is accepted.
 async fn open_bundle(
     state: &AppState,
     caller: &Caller,
-    entity: &str,
+    e: &crate::schema::Entity,
     src: &std::path::Path,
     file_name: &str,
     campaign_id: Option<i64>,
+    cleanup: &mut Cleanup,
 ) -> Result<Opened> {
+    let entity = e.name.as_str();
     let bundle_id = hex::encode(rand::random::<[u8; 12]>());
     let work_dir = intake::work_dir(&state.settings.data_dir).join(format!("{bundle_id}.bundle"));
+    cleanup.dirs.push(work_dir.clone());
     let (src2, dir2, limits) = (
         src.to_path_buf(),
         work_dir.clone(),
@@ -96,11 +99,7 @@ async fn open_bundle(
     );
     let started = std::time::Instant::now();
     let extracted = tokio::task::spawn_blocking(move || {
-        let r = crate::uploader::bundle::extract(&src2, &dir2, &limits);
-        if r.is_err() {
-            let _ = std::fs::remove_dir_all(&dir2);
-        }
-        r
+        crate::uploader::bundle::extract(&src2, &dir2, &limits)
     })
     .await
     .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
@@ -122,47 +121,31 @@ async fn open_bundle(
         file_name,
         bundle_id: &bundle_id,
         campaign_id,
-        work_dir: work_dir.clone(),
-        pdf: extracted.pdf.clone(),
-        res: (!extracted.res.is_empty()).then(|| extracted.res.clone()),
+        work_dir,
+        pdf: extracted.pdf,
+        res: (!extracted.res.is_empty()).then_some(extracted.res),
         state: Default::default(),
         stored: Vec::new(),
         notes: vec!["zip extraction started".into()],
     };
-    let catalog = state.engine.catalog.load();
-    let e = catalog
-        .get(entity)
-        .cloned()
-        .ok_or_else(|| ApiError::BadRequest(format!("there is no entity `{entity}`")))?;
     let mut outcome = Ok(());
-    for (p, settings) in crate::plugins::registry().of(&e) {
+    for (p, settings) in crate::plugins::registry().of(e) {
         outcome = p.on_archive(settings, &mut archive).await;
         if outcome.is_err() {
             break;
         }
     }
-    let stored = std::mem::take(&mut archive.stored);
-    let refuse = |e: ApiError| {
-        let _ = std::fs::remove_dir_all(&work_dir);
-        let files = state.files.clone();
-        let prefixes = stored.clone();
-        tokio::spawn(async move {
-            for p in prefixes {
-                let _ = files.remove_prefix(&p).await;
-            }
-        });
-        e
-    };
-    outcome.map_err(|e| refuse(e.into()))?;
+    cleanup.stored.append(&mut archive.stored);
+    outcome?;
     if archive.pdf.is_some() {
-        return Err(refuse(ApiError::BadRequest(format!(
+        return Err(ApiError::BadRequest(format!(
             "the ZIP archive holds pages.pdf, which entity `{entity}` does not use"
-        ))));
+        )));
     }
     if archive.res.is_some() {
-        return Err(refuse(ApiError::BadRequest(format!(
+        return Err(ApiError::BadRequest(format!(
             "the ZIP archive holds a res/ folder, which entity `{entity}` does not use"
-        ))));
+        )));
     }
     let mut notes = archive.notes;
     notes.push(summary);
@@ -173,9 +156,7 @@ async fn open_bundle(
     );
     Ok(Opened {
         csv: extracted.csv,
-        work_dir,
         state: archive.state,
-        stored,
         notes,
     })
 }
@@ -205,12 +186,12 @@ pub async fn upload(
         state.settings.max_upload_bytes,
     )
     .await?;
-    let mut cleanup = Cleanup(
-        received.file.iter().map(|(p, _)| p.clone()).collect(),
-        Vec::new(),
-        Vec::new(),
-        state.files.clone(),
-    );
+    let mut cleanup = Cleanup {
+        files: received.file.iter().map(|(p, _)| p.clone()).collect(),
+        dirs: Vec::new(),
+        stored: Vec::new(),
+        store: state.files.clone(),
+    };
     let entity = received
         .fields
         .get("entity")
@@ -237,34 +218,40 @@ pub async fn upload(
     let background = flag(&received, "bgrs")?;
     let show_progress = flag(&received, "show_progress")?;
     let get_content = flag(&received, "get_content")?;
-    if let Some(c) = received
+    let campaign_id = match received
         .fields
         .get("campaign_id")
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
-        && c.parse::<i64>().is_err()
     {
-        return Err(ApiError::BadRequest(
-            "`campaign_id` must be an integer".into(),
-        ));
-    }
-    let campaign_id = received
-        .fields
-        .get("campaign_id")
-        .and_then(|s| s.trim().parse::<i64>().ok());
-    let mut opened = None;
-    if crate::uploader::bundle::is_zip(&src) {
-        let o = open_bundle(state, &caller, &entity, &src, &file_name, campaign_id).await?;
-        cleanup.1.push(o.work_dir.clone());
-        cleanup.2 = o.stored.clone();
-        opened = Some(o);
-    }
+        None => None,
+        Some(c) => Some(
+            c.parse::<i64>()
+                .map_err(|_| ApiError::BadRequest("`campaign_id` must be an integer".into()))?,
+        ),
+    };
+    let opened = if crate::uploader::bundle::is_zip(&src) {
+        Some(
+            open_bundle(
+                state,
+                &caller,
+                &e,
+                &src,
+                &file_name,
+                campaign_id,
+                &mut cleanup,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     let csv_path = opened.as_ref().map_or(src.clone(), |o| o.csv.clone());
     let utf8 = dir.join(format!(
         "{}.utf8.csv",
         hex::encode(rand::random::<[u8; 12]>())
     ));
-    cleanup.0.push(utf8.clone());
+    cleanup.files.push(utf8.clone());
     let (s2, u2) = (csv_path, utf8.clone());
     let started = std::time::Instant::now();
     let layout = tokio::task::spawn_blocking(move || validate::check(&s2, &u2, encoding))
@@ -309,8 +296,8 @@ pub async fn upload(
         }
     };
     // The working copy and stored files now belong to the request.
-    cleanup.0.retain(|p| p != &utf8);
-    cleanup.2.clear();
+    cleanup.files.retain(|p| p != &utf8);
+    cleanup.stored.clear();
     if background {
         return Ok(json_response(
             StatusCode::ACCEPTED,

@@ -182,11 +182,11 @@ pub fn extract(path: &Path, dest: &Path, limits: &ZipLimits) -> Result<Extracted
     let listing = inspect(&mut zip, limits)?;
     std::fs::create_dir_all(dest).map_err(|e| UploadError::Io(e.to_string()))?;
     let csv = dest.join("bundle.csv");
-    copy_entry(&mut zip, listing.csv.0, &csv)?;
+    extract_entry(&mut zip, listing.csv.0, &csv)?;
     let pdf = match listing.pdf {
         Some(i) => {
             let p = dest.join("pages.pdf");
-            copy_entry(&mut zip, i, &p)?;
+            extract_entry(&mut zip, i, &p)?;
             Some(p)
         }
         None => None,
@@ -194,7 +194,7 @@ pub fn extract(path: &Path, dest: &Path, limits: &ZipLimits) -> Result<Extracted
     let mut res = Vec::with_capacity(listing.res.len());
     for (n, (i, rel)) in listing.res.iter().enumerate() {
         let p = dest.join(format!("res-{n:06}"));
-        copy_entry(&mut zip, *i, &p)?;
+        extract_entry(&mut zip, *i, &p)?;
         res.push((rel.clone(), p));
     }
     Ok(Extracted { csv, pdf, res })
@@ -204,7 +204,7 @@ pub fn extract(path: &Path, dest: &Path, limits: &ZipLimits) -> Result<Extracted
 fn copy_entry<R: Read + Seek>(
     zip: &mut ZipArchive<R>,
     i: usize,
-    to: &Path,
+    to: &mut impl std::io::Write,
 ) -> Result<(), UploadError> {
     let mut f = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
     let declared = f.size();
@@ -212,8 +212,7 @@ fn copy_entry<R: Read + Seek>(
         .name()
         .map(|n| n.chars().take(200).collect())
         .unwrap_or_default();
-    let mut out = std::fs::File::create(to).map_err(|e| UploadError::Io(e.to_string()))?;
-    let n = std::io::copy(&mut (&mut f).take(declared + 1), &mut out)
+    let n = std::io::copy(&mut (&mut f).take(declared + 1), to)
         .map_err(|e| bad(format!("entry `{name}`: {e}")))?;
     if n != declared {
         return Err(bad(format!(
@@ -223,7 +222,18 @@ fn copy_entry<R: Read + Seek>(
     Ok(())
 }
 
-/// Checks and lists an archive held in memory (for the fuzz target and tests).
+/// Decompresses entry `i` into a new file `to`.
+fn extract_entry<R: Read + Seek>(
+    zip: &mut ZipArchive<R>,
+    i: usize,
+    to: &Path,
+) -> Result<(), UploadError> {
+    let mut out = std::fs::File::create(to).map_err(|e| UploadError::Io(e.to_string()))?;
+    copy_entry(zip, i, &mut out)
+}
+
+/// Checks and lists an archive held in memory, decompressing every kept entry (for the fuzz
+/// target and tests).
 pub fn inspect_bytes(bytes: &[u8], limits: &ZipLimits) -> Result<Listing, UploadError> {
     let mut zip = ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| bad(e.to_string()))?;
     let listing = inspect(&mut zip, limits)?;
@@ -231,13 +241,7 @@ pub fn inspect_bytes(bytes: &[u8], limits: &ZipLimits) -> Result<Listing, Upload
         .chain(listing.pdf)
         .chain(listing.res.iter().map(|r| r.0))
     {
-        let mut f = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
-        let declared = f.size();
-        let n = std::io::copy(&mut (&mut f).take(declared + 1), &mut std::io::sink())
-            .map_err(|e| bad(e.to_string()))?;
-        if n != declared {
-            return Err(bad("an entry does not hold the bytes its header declares"));
-        }
+        copy_entry(&mut zip, i, &mut std::io::sink())?;
     }
     Ok(listing)
 }
