@@ -45,7 +45,7 @@ use serde_json::Value as Json;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::{elapsed_ms, random_hex, with_database};
+use support::{Stats, elapsed_ms, random_hex, with_database};
 use zip::ZipWriter;
 use zip::write::SimpleFileOptions;
 
@@ -95,36 +95,6 @@ impl Backend {
             Backend::Sqlite => "SQLite",
             Backend::Postgres => "PostgreSQL",
         }
-    }
-}
-
-/// Timings of repeated runs, in ms.
-#[derive(Debug, Clone, Default)]
-struct Stats(Vec<f64>);
-
-impl Stats {
-    fn push(&mut self, ms: f64) {
-        self.0.push(ms);
-    }
-    fn sorted(&self) -> Vec<f64> {
-        let mut v = self.0.clone();
-        v.sort_by(f64::total_cmp);
-        v
-    }
-    fn median(&self) -> f64 {
-        let v = self.sorted();
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    }
-    fn min(&self) -> f64 {
-        self.sorted()[0]
-    }
-    fn max(&self) -> f64 {
-        *self.sorted().last().expect("at least one run")
     }
 }
 

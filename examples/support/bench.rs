@@ -19,3 +19,33 @@ pub fn with_database(url: &str, db: &str) -> Result<String> {
     let host_end = head[start..].find('/').map_or(head.len(), |i| start + i);
     Ok(format!("{}/{db}{query}", &head[..host_end]))
 }
+
+/// Timings of repeated runs, in ms.
+#[derive(Debug, Clone, Default)]
+pub struct Stats(pub Vec<f64>);
+
+impl Stats {
+    pub fn push(&mut self, ms: f64) {
+        self.0.push(ms);
+    }
+    pub fn sorted(&self) -> Vec<f64> {
+        let mut v = self.0.clone();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+    pub fn median(&self) -> f64 {
+        let v = self.sorted();
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    }
+    pub fn min(&self) -> f64 {
+        self.sorted()[0]
+    }
+    pub fn max(&self) -> f64 {
+        *self.sorted().last().expect("at least one run")
+    }
+}
