@@ -178,6 +178,7 @@ async fn create(
                 op: Op::Create,
                 id: None,
                 params,
+                prehashed: false,
             })
         })
         .collect();

@@ -41,7 +41,7 @@ const WORKERS: usize = 2;
 /// A built server, bound and ready to run.
 pub struct App {
     state: Arc<http::AppState>,
-    acceptor: poem::listener::TcpAcceptor,
+    acceptor: http::conn::TimedAcceptor<poem::listener::TcpAcceptor>,
     addr: SocketAddr,
     /// The admin password, when it was generated on this start.
     pub generated_admin_password: Option<String>,
@@ -90,15 +90,22 @@ impl App {
         let settings = Arc::new(settings);
         let jobs = jobs::Jobs::new(engine.clone(), settings.clone());
         jobs.release_stale_local().await?;
+        // Before anything is accepted, every scratch file no request owns is an orphan.
+        jobs.sweep_scratch(std::time::Duration::ZERO).await?;
+        auth::password::set_min_length(settings.min_password_length);
         let files: Arc<dyn files::FileStore> = Arc::new(files::LocalDir::new(
             settings.data_dir.join("media").join("files"),
         ));
+        let conns = Arc::new(http::conn::Connections::default());
+        let acceptor =
+            http::conn::TimedAcceptor::new(acceptor, settings.header_timeout, conns.clone());
         let state = Arc::new(http::AppState {
             engine,
             auth,
             settings,
             jobs,
             files,
+            conns,
         });
         Ok(App {
             state,
@@ -124,6 +131,7 @@ impl App {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut tasks = jobs.spawn_workers(WORKERS, stop_rx.clone());
         tasks.push(jobs.spawn_sweeper(stop_rx.clone()));
+        tasks.push(spawn_token_purge(self.state.auth.clone(), stop_rx.clone()));
         let entities = self.state.settings.entities_dir.clone();
         let engine = self.state.engine.clone();
         tasks.push(reload::spawn_sighup(
@@ -150,4 +158,24 @@ impl App {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Removes expired tokens every minute.
+fn spawn_token_purge(
+    auth: Arc<auth::Auth>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match auth.purge().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "removed expired tokens"),
+                Err(e) => tracing::error!(error = %e, "purging expired tokens failed"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    })
 }

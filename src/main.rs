@@ -82,6 +82,25 @@ struct Limits {
     /// Most pages in a bundle's pages.pdf.
     #[arg(long, env = "ENTISERVE_PDF_MAX_PAGES", default_value_t = 5000)]
     pdf_max_pages: usize,
+    /// Largest JSON object or form body of a single call, bytes.
+    #[arg(long, env = "ENTISERVE_MAX_BODY_BYTES", default_value_t = 1 << 20)]
+    max_body_bytes: usize,
+    /// Largest text field of a multipart form, bytes.
+    #[arg(long, env = "ENTISERVE_MAX_FIELD_BYTES", default_value_t = 64 * 1024)]
+    max_field_bytes: usize,
+    /// Largest batch body (a JSON array), bytes.
+    #[arg(long, env = "ENTISERVE_MAX_BATCH_BYTES", default_value_t = 64 << 20)]
+    max_batch_bytes: usize,
+    /// Shortest password a call may set.
+    #[arg(long, env = "ENTISERVE_MIN_PASSWORD_LENGTH", default_value_t = 8)]
+    min_password_length: usize,
+    /// Other sites (`https://app.example.com`, comma-separated) whose pages may send
+    /// state-changing requests; they also get CORS answers.
+    #[arg(long, env = "ENTISERVE_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+    /// Seconds a client may take to send a request's headers; also the idle keep-alive time.
+    #[arg(long, env = "ENTISERVE_HEADER_TIMEOUT", default_value_t = 30)]
+    header_timeout: u64,
 }
 
 fn main() -> ExitCode {
@@ -112,6 +131,17 @@ fn main() -> ExitCode {
             s.zip.max_bytes = limits.zip_max_bytes;
             s.zip.max_ratio = limits.zip_max_ratio;
             s.pdf_max_pages = limits.pdf_max_pages;
+            s.max_body_bytes = limits.max_body_bytes;
+            s.max_field_bytes = limits.max_field_bytes;
+            s.max_batch_bytes = limits.max_batch_bytes;
+            s.min_password_length = limits.min_password_length;
+            s.allowed_origins = limits
+                .allowed_origins
+                .iter()
+                .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
+                .filter(|o| !o.is_empty())
+                .collect();
+            s.header_timeout = std::time::Duration::from_secs(limits.header_timeout.max(1));
             s.bind = bind;
             s.database_url = database_url.filter(|u| !u.is_empty());
             s.dev = dev;

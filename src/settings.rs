@@ -19,8 +19,20 @@ pub struct Settings {
     pub dev: bool,
     /// Password of the `admin` user created on an empty database; random when absent.
     pub admin_password: Option<String>,
-    /// Largest JSON or form request body.
+    /// Largest JSON object or form body (a single call), and largest multipart form of text.
     pub max_body_bytes: usize,
+    /// Largest text field of a multipart form (the uploader's fields, a form-encoded call).
+    pub max_field_bytes: usize,
+    /// Largest batch body (a JSON array).
+    pub max_batch_bytes: usize,
+    /// Shortest password a call may set.
+    pub min_password_length: usize,
+    /// Other sites whose browsers may send state-changing requests (and get CORS answers),
+    /// as `scheme://host[:port]`.
+    pub allowed_origins: Vec<String>,
+    /// How long a client may take to send a request's headers, and how long an idle
+    /// keep-alive connection is kept.
+    pub header_timeout: Duration,
     /// Largest uploaded file.
     pub max_upload_bytes: u64,
     /// Largest number of items in one batch.
@@ -48,7 +60,12 @@ impl Settings {
             database_url: None,
             dev: false,
             admin_password: None,
-            max_body_bytes: 256 * 1024 * 1024,
+            max_body_bytes: 1 << 20,
+            max_field_bytes: 64 * 1024,
+            max_batch_bytes: 64 << 20,
+            min_password_length: 8,
+            allowed_origins: Vec::new(),
+            header_timeout: Duration::from_secs(30),
             max_upload_bytes: 1 << 30,
             max_batch_items: 100_000,
             result_keep: Duration::from_secs(30 * 24 * 3600),

@@ -155,9 +155,9 @@ async fn tokens_by_json_form_and_query() {
 #[tokio::test]
 async fn users_rules() {
     let app = spawn_app().await;
-    let alice = app.create_user("alice", "alice-pw").await;
-    let bob = app.create_user("bob", "bob-pw").await;
-    let a = |m, p: &str| app.as_user("alice", "alice-pw", m, p);
+    let alice = app.create_user("alice", "alice-password").await;
+    let bob = app.create_user("bob", "bob-password").await;
+    let a = |m, p: &str| app.as_user("alice", "alice-password", m, p);
 
     let (s, me) = json(a(Method::GET, "/users/me").send().await.unwrap()).await;
     assert_eq!((s, me["id"].as_i64()), (200, Some(alice)));
@@ -244,7 +244,7 @@ async fn users_rules() {
     // A password change takes effect at once, cached credentials notwithstanding.
     let (s, _) = json(
         a(Method::PUT, &format!("/users/{alice}"))
-            .json(&json!({"password": "new-pw"}))
+            .json(&json!({"password": "new-password"}))
             .send()
             .await
             .unwrap(),
@@ -254,7 +254,7 @@ async fn users_rules() {
     let (s, _) = json(a(Method::GET, "/users/me").send().await.unwrap()).await;
     assert_eq!(s, 401, "old password refused");
     let (s, _) = json(
-        app.as_user("alice", "new-pw", Method::GET, "/users/me")
+        app.as_user("alice", "new-password", Method::GET, "/users/me")
             .send()
             .await
             .unwrap(),
@@ -272,7 +272,7 @@ async fn users_rules() {
     .await;
     assert_eq!(s, 200);
     let (s, _) = json(
-        app.as_user("bob", "bob-pw", Method::GET, "/users/me")
+        app.as_user("bob", "bob-password", Method::GET, "/users/me")
             .send()
             .await
             .unwrap(),

@@ -291,7 +291,7 @@ async fn a_single_call_in_the_background() {
 #[tokio::test]
 async fn other_users_see_nothing() {
     let app = spawn_app().await;
-    app.create_user("eve", "eve-pw").await;
+    app.create_user("eve", "eve-password").await;
     let rid = submit(&app, Method::POST, "/campaigns", json!([{"name": "mine"}])).await;
     wait_finished(&app, &rid).await;
     for path in [
@@ -303,7 +303,7 @@ async fn other_users_see_nothing() {
         format!("/media/keep1m/bgrs.{rid}.result.json"),
     ] {
         let (s, b) = json(
-            app.as_user("eve", "eve-pw", Method::GET, &path)
+            app.as_user("eve", "eve-password", Method::GET, &path)
                 .send()
                 .await
                 .unwrap(),
@@ -312,7 +312,7 @@ async fn other_users_see_nothing() {
         assert_eq!((s, error_code(&b)), (404, "not_found".into()), "{path}");
     }
     let (s, b) = json(
-        app.as_user("eve", "eve-pw", Method::GET, "/bgrs")
+        app.as_user("eve", "eve-password", Method::GET, "/bgrs")
             .send()
             .await
             .unwrap(),
@@ -321,7 +321,7 @@ async fn other_users_see_nothing() {
     assert_eq!((s, b), (200, json!([])));
     // Her own request is hers to see; the admin sees both.
     let (s, b) = json(
-        app.as_user("eve", "eve-pw", Method::POST, "/campaigns")
+        app.as_user("eve", "eve-password", Method::POST, "/campaigns")
             .json(&json!([{"name": "hers"}]))
             .send()
             .await
@@ -331,7 +331,7 @@ async fn other_users_see_nothing() {
     assert_eq!(s, 202);
     let hers = b["request"].as_str().unwrap().to_string();
     let (s, _) = json(
-        app.as_user("eve", "eve-pw", Method::GET, &format!("/bgrs/{hers}"))
+        app.as_user("eve", "eve-password", Method::GET, &format!("/bgrs/{hers}"))
             .send()
             .await
             .unwrap(),
@@ -369,9 +369,9 @@ async fn idempotency_keys_return_the_first_reply() {
     let r = app.admin(Method::GET, "/campaigns").send().await.unwrap();
     assert_eq!(r.headers()["x-total-count"], "2", "each key ran once");
     // Another user's same key is theirs.
-    app.create_user("kim", "kim-pw").await;
+    app.create_user("kim", "kim-password").await;
     let (s, b) = json(
-        app.as_user("kim", "kim-pw", Method::POST, "/campaigns")
+        app.as_user("kim", "kim-password", Method::POST, "/campaigns")
             .header("Idempotency-Key", "k1")
             .json(&json!([]))
             .send()

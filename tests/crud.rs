@@ -323,7 +323,7 @@ async fn references_and_conflicts() {
     );
 
     // Unique violation.
-    app.create_user("dup", "pw-1").await;
+    app.create_user("dup", "password-1").await;
     let (s, b) = json(
         app.admin(Method::POST, "/users")
             .json(&json!({"login": "dup"}))

@@ -404,14 +404,14 @@ async fn progress_modes_and_background() {
     assert_eq!(rows(&text, b';').len(), 4);
 
     // Another user sees neither the request nor its file.
-    app.create_user("mallory", "m-pw").await;
+    app.create_user("mallory", "m-password").await;
     for path in [
         format!("/bgrs/{rid}"),
         format!("/v2.5/bgrs/{rid}/result"),
         format!("/media/keep1m/bgrs.{rid}.result.csv"),
     ] {
         let (s, _) = json(
-            app.as_user("mallory", "m-pw", Method::GET, &path)
+            app.as_user("mallory", "m-password", Method::GET, &path)
                 .send()
                 .await
                 .unwrap(),
@@ -425,10 +425,10 @@ async fn progress_modes_and_background() {
 #[tokio::test]
 async fn rows_run_as_the_uploading_user() {
     let app = spawn_app().await;
-    app.create_user("uma", "uma-pw").await;
+    app.create_user("uma", "uma-password").await;
     let f = form("users", "u.csv", b"op,login\nc,newbie\n".to_vec());
     let r = app
-        .as_user("uma", "uma-pw", Method::POST, UPLOAD)
+        .as_user("uma", "uma-password", Method::POST, UPLOAD)
         .multipart(f)
         .send()
         .await

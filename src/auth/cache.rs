@@ -1,7 +1,8 @@
 //! Verified credentials, remembered for a short time so that HTTP Basic on every request does
 //! not cost an argon2 hash per request. Entries are keyed by an HMAC of the credentials under
 //! a per-process random key (the cache never holds a password), live [`TTL`], and are dropped
-//! as soon as the user's record changes.
+//! as soon as the user's record changes. Each change of a user also moves a generation counter,
+//! so that a check that read the user before the change cannot put a stale entry back after it.
 
 use crate::engine::Caller;
 use hmac::{Hmac, Mac};
@@ -14,11 +15,14 @@ use std::time::{Duration, Instant};
 pub const TTL: Duration = Duration::from_secs(60);
 const MAX_ENTRIES: usize = 100_000;
 
-type Digest = [u8; 32];
+pub type Digest = [u8; 32];
 
 pub struct CredentialCache {
     key: [u8; 32],
     entries: Mutex<HashMap<Digest, (Caller, Instant)>>,
+    /// Per user: the global generation at that user's last change.
+    changed: Mutex<HashMap<i64, u64>>,
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Default for CredentialCache {
@@ -26,6 +30,8 @@ impl Default for CredentialCache {
         CredentialCache {
             key: rand::random(),
             entries: Mutex::new(HashMap::new()),
+            changed: Mutex::new(HashMap::new()),
+            generation: std::sync::atomic::AtomicU64::new(1),
         }
     }
 }
@@ -50,8 +56,18 @@ impl CredentialCache {
         }
     }
 
-    /// Remembers `caller` for at most `ttl` (capped at [`TTL`]).
-    pub fn put(&self, d: Digest, caller: Caller, ttl: Duration) {
+    /// The current generation, taken before a credential is looked up.
+    pub fn generation_now(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Remembers `caller` for at most `ttl` (capped at [`TTL`]), unless the user changed after
+    /// generation `seen` (when the check began).
+    pub fn put(&self, d: Digest, caller: Caller, ttl: Duration, seen: u64) {
+        let changed = self.changed.lock().unwrap_or_else(|p| p.into_inner());
+        if changed.get(&caller.id).is_some_and(|g| *g >= seen) {
+            return;
+        }
         let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= MAX_ENTRIES {
             let now = Instant::now();
@@ -65,6 +81,14 @@ impl CredentialCache {
 
     /// Drops every entry of a user (password, role or record changed).
     pub fn forget_user(&self, user_id: i64) {
+        let mut changed = self.changed.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if changed.len() >= MAX_ENTRIES {
+            changed.clear();
+        }
+        changed.insert(user_id, g);
         let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, (c, _)| c.id != user_id);
     }

@@ -1,8 +1,11 @@
 //! Authentication: HTTP Basic and bearer tokens resolve to a [`Caller`]; tokens are issued by
-//! login and stored only as SHA-256 digests; the first start creates the admin user.
+//! login and stored only as SHA-256 digests, each tagged with the password hash and role it was
+//! issued under, so that changing either (or deleting the user) ends it at once; failed
+//! sign-ins are throttled; the first start creates the admin user.
 
 pub mod cache;
 pub mod password;
+pub mod throttle;
 
 use crate::engine::{Call, Caller, Engine, Op};
 use crate::schema::{ColType, Role};
@@ -10,6 +13,7 @@ use crate::storage::{Storage, Value};
 use base64::Engine as _;
 use cache::CredentialCache;
 use sha2::{Digest, Sha256};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,11 +28,15 @@ pub enum AuthError {
     BadToken,
     #[error("the credential store is unavailable")]
     Unavailable,
+    /// Too many failed sign-ins: retry after this many seconds.
+    #[error("too many failed sign-ins")]
+    Throttled(u64),
 }
 
 pub struct Auth {
     storage: Arc<dyn Storage>,
     pub cache: CredentialCache,
+    pub throttle: throttle::Throttle,
 }
 
 /// A newly issued token.
@@ -42,15 +50,40 @@ impl Auth {
         Auth {
             storage,
             cache: CredentialCache::default(),
+            throttle: Default::default(),
         }
     }
 
-    /// Checks a login and password.
-    pub async fn basic(&self, login: &str, password: &str) -> Result<Caller, AuthError> {
+    /// Checks a login and password from a client at `addr`: a remembered credential at once;
+    /// otherwise, unless failures from there are being throttled, against the stored hash.
+    pub async fn basic(
+        &self,
+        login: &str,
+        password: &str,
+        addr: Option<IpAddr>,
+    ) -> Result<Caller, AuthError> {
         let key = self.cache.digest("basic", &[login, password]);
         if let Some(c) = self.cache.get(&key) {
             return Ok(c);
         }
+        if let Err(secs) = self.throttle.attempt(login, addr) {
+            tracing::debug!(login, client = ?addr, retry_after = secs, "sign-in throttled");
+            return Err(AuthError::Throttled(secs));
+        }
+        let checked = self.check_password(login, password, key).await;
+        if checked.is_ok() {
+            self.throttle.succeeded(login, addr);
+        }
+        checked
+    }
+
+    async fn check_password(
+        &self,
+        login: &str,
+        password: &str,
+        key: cache::Digest,
+    ) -> Result<Caller, AuthError> {
+        let generation = self.cache.generation_now();
         let d = self.storage.dialect();
         let sql = format!(
             "SELECT \"id\", \"login\", \"password\", \"role\" FROM \"users\" WHERE \"login\" = {}",
@@ -80,21 +113,26 @@ impl Auth {
         if !password::verify_async(stored, password.to_string()).await {
             return Err(AuthError::BadPassword);
         }
-        self.cache.put(key, caller.clone(), cache::TTL);
+        self.cache.put(key, caller.clone(), cache::TTL, generation);
         Ok(caller)
     }
 
     /// Parses an `Authorization: Basic ...` value and checks it.
-    pub async fn basic_header(&self, encoded: &str) -> Result<Caller, AuthError> {
+    pub async fn basic_header(
+        &self,
+        encoded: &str,
+        addr: Option<IpAddr>,
+    ) -> Result<Caller, AuthError> {
         let raw = base64::engine::general_purpose::STANDARD
             .decode(encoded.trim())
             .map_err(|_| AuthError::BadPassword)?;
         let text = String::from_utf8(raw).map_err(|_| AuthError::BadPassword)?;
         let (login, password) = text.split_once(':').ok_or(AuthError::BadPassword)?;
-        self.basic(login, password).await
+        self.basic(login, password, addr).await
     }
 
-    /// Checks a bearer token.
+    /// Checks a bearer token: it must exist, be unexpired, and have been issued under the
+    /// user's current password hash and role.
     pub async fn token(&self, token: &str) -> Result<Caller, AuthError> {
         let key = self.cache.digest("token", &[token]);
         if let Some(c) = self.cache.get(&key) {
@@ -102,7 +140,7 @@ impl Auth {
         }
         let d = self.storage.dialect();
         let sql = format!(
-            "SELECT u.\"id\", u.\"login\", u.\"password\", u.\"role\", t.\"expires_dt\" FROM \"auth_tokens\" t \
+            "SELECT u.\"id\", u.\"login\", u.\"password\", u.\"role\", t.\"expires_dt\", t.\"tag\" FROM \"auth_tokens\" t \
              JOIN \"users\" u ON u.\"id\" = t.\"user_id\" WHERE t.\"token_hash\" = {}",
             d.ph(1)
         );
@@ -112,7 +150,9 @@ impl Auth {
             ColType::Text,
             ColType::Text,
             ColType::Text,
+            ColType::Text,
         ];
+        let generation = self.cache.generation_now();
         let rows = self
             .storage
             .fetch(&sql, &[Value::text(token_digest(token))], &types)
@@ -127,10 +167,49 @@ impl Auth {
         if left <= chrono::TimeDelta::zero() {
             return Err(AuthError::BadToken);
         }
+        if row[5].as_str() != Some(tag_of(&row).as_str()) {
+            // Issued under a password or role the user no longer has.
+            let _ = self.revoke(token).await;
+            return Err(AuthError::BadToken);
+        }
         let caller = caller_of(&row);
-        self.cache
-            .put(key, caller.clone(), left.to_std().unwrap_or_default());
+        self.cache.put(
+            key,
+            caller.clone(),
+            left.to_std().unwrap_or_default(),
+            generation,
+        );
         Ok(caller)
+    }
+
+    /// Signs a token out. Returns whether it existed.
+    pub async fn revoke(&self, token: &str) -> Result<bool, AuthError> {
+        self.cache.forget(&self.cache.digest("token", &[token]));
+        let sql = format!(
+            "DELETE FROM \"auth_tokens\" WHERE \"token_hash\" = {}",
+            self.storage.dialect().ph(1)
+        );
+        let n = self
+            .storage
+            .execute(&sql, &[Value::text(token_digest(token))])
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "token delete failed");
+                AuthError::Unavailable
+            })?;
+        Ok(n > 0)
+    }
+
+    /// Removes expired tokens (and tokens from before tags existed). A token of a changed
+    /// password or role is refused at once and removed when it is next presented or expires.
+    pub async fn purge(&self) -> crate::storage::Result<u64> {
+        let sql = format!(
+            "DELETE FROM \"auth_tokens\" WHERE \"expires_dt\" < {} OR \"tag\" IS NULL",
+            self.storage.dialect().ph(1)
+        );
+        self.storage
+            .execute(&sql, &[Value::text(crate::time::now())])
+            .await
     }
 
     /// Issues a token for a login and password, valid `ttl`.
@@ -139,24 +218,40 @@ impl Auth {
         login: &str,
         password: &str,
         ttl: Duration,
+        addr: Option<IpAddr>,
     ) -> Result<Token, AuthError> {
-        let caller = self.basic(login, password).await?;
+        let caller = self.basic(login, password, addr).await?;
         let token = hex::encode(rand::random::<[u8; 32]>());
         let now = chrono::Utc::now();
         let expires_dt = crate::time::format(now + ttl);
         let d = self.storage.dialect();
+        let user = format!(
+            "SELECT \"id\", \"login\", \"password\", \"role\" FROM \"users\" WHERE \"id\" = {}",
+            d.ph(1)
+        );
+        let types = [ColType::Int, ColType::Text, ColType::Text, ColType::Text];
+        let row = self
+            .storage
+            .fetch(&user, &[Value::int(caller.id)], &types)
+            .await
+            .map_err(|_| AuthError::Unavailable)?
+            .into_iter()
+            .next()
+            .ok_or(AuthError::BadPassword)?;
         let sql = format!(
-            "INSERT INTO \"auth_tokens\" (\"token_hash\", \"user_id\", \"created_dt\", \"expires_dt\") VALUES ({}, {}, {}, {})",
+            "INSERT INTO \"auth_tokens\" (\"token_hash\", \"user_id\", \"created_dt\", \"expires_dt\", \"tag\") VALUES ({}, {}, {}, {}, {})",
             d.ph(1),
             d.ph(2),
             d.ph(3),
-            d.ph(4)
+            d.ph(4),
+            d.ph(5)
         );
         let args = [
             Value::text(token_digest(&token)),
             Value::int(caller.id),
             Value::text(crate::time::format(now)),
             Value::text(expires_dt.clone()),
+            Value::text(tag_of(&row)),
         ];
         self.storage.execute(&sql, &args).await.map_err(|e| {
             tracing::error!(error = %e, "token insert failed");
@@ -192,15 +287,25 @@ impl Auth {
             login: "system".into(),
             role: Role::Admin,
         };
+        if let Some(why) = password::policy_problem(&password) {
+            tracing::warn!(
+                "ENTISERVE_ADMIN_PASSWORD {why}: the admin is created with it, but change it"
+            );
+        }
+        // The operator's choice is stored as given (hashed here), even below the policy.
+        let hash = password::hash_async(password.clone())
+            .await
+            .map_err(|_| anyhow::anyhow!("cannot hash the admin password"))?;
         let mut params = serde_json::Map::new();
         params.insert("login".into(), "admin".into());
-        params.insert("password".into(), password.clone().into());
+        params.insert("password".into(), hash.into());
         params.insert("role".into(), "admin".into());
         let call = Call {
             entity: "users".into(),
             op: Op::Create,
             id: None,
             params,
+            prehashed: true,
         };
         engine
             .call(&system, &call)
@@ -216,6 +321,16 @@ fn caller_of(row: &[Value]) -> Caller {
         login: row[1].as_str().unwrap_or_default().to_string(),
         role: row[3].as_str().and_then(Role::parse).unwrap_or(Role::User),
     }
+}
+
+/// The tag a token must carry for the user row `[id, login, password, role, ...]`: a digest
+/// of the password hash and role it was issued under.
+fn tag_of(row: &[Value]) -> String {
+    let mut h = Sha256::new();
+    h.update(row[2].as_str().unwrap_or_default().as_bytes());
+    h.update([0]);
+    h.update(row[3].as_str().unwrap_or_default().as_bytes());
+    hex::encode(h.finalize())
 }
 
 /// Tokens are stored only as their SHA-256 digest.

@@ -1,8 +1,42 @@
-//! Password hashing with argon2id (salted, slow), run off the async executor.
+//! Password hashing with argon2id (salted, slow) on a bounded pool: at most one hash per core
+//! runs at a time, on blocking threads, so guessing clients can neither take every thread nor
+//! the memory of one argon2 instance per request, and bearer-token requests never wait behind
+//! them. Also the password policy (minimum length).
 
 use crate::engine::CallError;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Semaphore;
+
+/// Hashes running at once: one per core.
+static POOL: LazyLock<Semaphore> = LazyLock::new(|| {
+    Semaphore::new(
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    )
+});
+
+/// Shortest password a call may set (the `--min-password-length` setting).
+static MIN_LENGTH: AtomicUsize = AtomicUsize::new(8);
+
+/// Sets the shortest password a call may set.
+pub fn set_min_length(n: usize) {
+    MIN_LENGTH.store(n, Ordering::Relaxed);
+}
+
+/// The shortest password a call may set.
+pub fn min_length() -> usize {
+    MIN_LENGTH.load(Ordering::Relaxed)
+}
+
+/// Why a new password is refused, if it is.
+pub fn policy_problem(plain: &str) -> Option<String> {
+    let min = min_length();
+    (plain.chars().count() < min).then(|| format!("must be at least {min} characters"))
+}
 
 /// The PHC string of a fresh salted hash of `plain`.
 pub fn hash(plain: &str) -> Option<String> {
@@ -24,18 +58,34 @@ pub fn verify(stored: &str, plain: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// [`hash`] on the blocking pool.
+/// Whether a stored value is a PHC string this module made.
+pub fn is_hash(stored: &str) -> bool {
+    stored.starts_with("$argon2") && PasswordHash::new(stored).is_ok()
+}
+
+/// Runs `f` on a blocking thread once the pool has room.
+async fn pooled<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let _permit = POOL.acquire().await.ok()?;
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+/// [`hash`] on the bounded pool.
 pub async fn hash_async(plain: String) -> Result<String, CallError> {
-    tokio::task::spawn_blocking(move || hash(&plain))
+    pooled(move || hash(&plain))
         .await
-        .ok()
         .flatten()
         .ok_or(CallError::Internal)
 }
 
-/// [`verify`] on the blocking pool.
+/// [`hash`] on the bounded pool, from a blocking thread.
+pub fn hash_blocking(plain: &str) -> Option<String> {
+    let _permit = futures::executor::block_on(POOL.acquire()).ok()?;
+    hash(plain)
+}
+
+/// [`verify`] on the bounded pool.
 pub async fn verify_async(stored: String, plain: String) -> bool {
-    tokio::task::spawn_blocking(move || verify(&stored, &plain))
+    pooled(move || verify(&stored, &plain))
         .await
         .unwrap_or(false)
 }

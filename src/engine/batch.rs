@@ -22,6 +22,7 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
             op,
             id: None,
             params: m.clone(),
+            prehashed: false,
         }),
         (Op::Update, Json::Object(m)) => {
             let id = m.get("id").and_then(id_of).ok_or_else(|| {
@@ -34,6 +35,7 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
                 op,
                 id: Some(id),
                 params,
+                prehashed: false,
             })
         }
         (Op::Delete, Json::Object(m)) => {
@@ -45,6 +47,7 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
                 op,
                 id: Some(id),
                 params: Map::new(),
+                prehashed: false,
             })
         }
         (Op::Delete, v) => match id_of(v) {
@@ -53,6 +56,7 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
                 op,
                 id: Some(id),
                 params: Map::new(),
+                prehashed: false,
             }),
             None => Err(CallError::invalid_field(
                 "id",

@@ -9,6 +9,7 @@ mod group;
 pub mod prepare;
 pub mod read;
 pub mod render;
+pub mod secrets;
 
 pub use error::CallError;
 
@@ -50,6 +51,10 @@ pub struct Call {
     pub id: Option<i64>,
     /// Field values, already of the fields' JSON types (see [`prepare::coerce_strings`]).
     pub params: Map<String, Json>,
+    /// Secret values in `params` were sealed by the server ([`secrets::seal`]) before the call
+    /// was stored: hashes to store as they are, or the reasons they were refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prehashed: bool,
 }
 
 /// The result of a call: the object (created, updated or deleted) or the error.

@@ -121,7 +121,26 @@ pub async fn prepare_at(
             values: Vec::new(),
         });
     }
+    let prehashed = call.prehashed;
     let mut params = call.params;
+    if prehashed {
+        for f in e.fields.iter().filter(|f| f.secret) {
+            if let Some(Json::String(v)) = params.get(&f.name)
+                && let Err(why) = super::secrets::unseal(v)
+            {
+                return Err(CallError::invalid_field(&f.name, why));
+            }
+        }
+    } else {
+        // A new secret is checked here, before validation could quote it in a message.
+        for f in e.fields.iter().filter(|f| f.secret) {
+            if let Some(Json::String(v)) = params.get(&f.name)
+                && let Some(why) = super::secrets::problem(e, &f.name, v)
+            {
+                return Err(CallError::invalid_field(&f.name, why));
+            }
+        }
+    }
     if let Some(id) = params.remove("id") {
         let same = call.op == Op::Update
             && (id.as_i64() == call.id || id.as_str().and_then(|s| s.parse().ok()) == call.id);
@@ -240,6 +259,7 @@ pub async fn prepare_at(
         };
         let stored = if f.secret {
             match v.as_str() {
+                Some(sealed) if prehashed => Value::text(sealed),
                 Some(plain) => {
                     Value::text(crate::auth::password::hash_async(plain.to_string()).await?)
                 }

@@ -1,4 +1,4 @@
-//! `POST /auth/token` and `GET /users/me`.
+//! `POST /auth/token` (sign in), `DELETE /auth/token` (sign out) and `GET /users/me`.
 
 use super::body::{self, Payload};
 use super::error::{ApiError, Result};
@@ -20,7 +20,7 @@ pub async fn token(
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
     let mut params: Vec<(String, String)> = body::query_pairs(req)?;
-    match body::read(req, body, 64 * 1024).await? {
+    match body::read(req, body, &body::Limits::small(64 * 1024, 4 * 1024)).await? {
         Payload::None => {}
         Payload::Strings(s) => {
             if let Some((k, _)) = s
@@ -78,12 +78,33 @@ pub async fn token(
     };
     let t = state
         .auth
-        .issue(&login, &password, Duration::from_secs(ttl))
+        .issue(
+            &login,
+            &password,
+            Duration::from_secs(ttl),
+            super::client_ip(req),
+        )
         .await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"token": t.token, "expires_dt": t.expires_dt}),
     ))
+}
+
+/// Signs out the bearer token the request presents.
+#[handler]
+pub async fn sign_out(
+    req: &Request,
+    Authed(_caller): Authed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let Some(presented) = super::bearer_token(req)? else {
+        return Err(ApiError::BadRequest(
+            "sign out with the token itself: `Authorization: Bearer <token>` or `_token=`".into(),
+        ));
+    };
+    state.auth.revoke(&presented).await?;
+    Ok(Response::builder().status(StatusCode::NO_CONTENT).finish())
 }
 
 #[handler]

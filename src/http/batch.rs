@@ -81,9 +81,10 @@ pub async fn run(
     op: Op,
     items: Vec<Json>,
 ) -> Result<Response> {
-    if state.engine.catalog.load().get(entity).is_none() {
+    let Some(e) = state.engine.catalog.load().get(entity).cloned() else {
         return Err(CallError::UnknownEntity(entity.to_string()).into());
-    }
+    };
+    let mut items = items;
     let max = state.settings.max_batch_items;
     if items.len() > max {
         return Err(ApiError::TooLarge(format!(
@@ -96,12 +97,17 @@ pub async fn run(
     let key = idempotency_key(req)?;
     let jobs = &state.jobs;
     if background {
+        // Stored items never hold a secret in clear.
+        let prehashed = op != Op::Delete && crate::engine::secrets::has_secrets(&e);
+        if prehashed {
+            crate::engine::secrets::seal_items(&e, &mut items).await;
+        }
         let new = NewRequest {
             user_id: caller.id,
             name: "batch".into(),
             kind: "batch".into(),
             entity: entity.to_string(),
-            params: json!({"op": op}),
+            params: json!({"op": op, "prehashed": prehashed}),
             items,
             total: None,
             content_type: "application/json".into(),
@@ -140,8 +146,17 @@ pub async fn background_call(
     caller: &Caller,
     call: Call,
 ) -> Result<Response> {
+    let catalog = state.engine.catalog.load();
+    let mut call = call;
+    // The stored call never holds a secret in clear.
+    if let Some(e) = catalog.get(&call.entity)
+        && crate::engine::secrets::has_secrets(e)
+    {
+        crate::engine::secrets::seal(e, &mut call.params).await;
+        call.prehashed = true;
+    }
     // What can be known now is said now: a call that cannot run is refused before it is queued.
-    crate::engine::prepare::prepare(&state.engine.catalog.load(), caller, &call).await?;
+    crate::engine::prepare::prepare(&catalog, caller, &call).await?;
     let key = idempotency_key(req)?;
     let new = NewRequest {
         user_id: caller.id,

@@ -41,7 +41,7 @@ pub async fn list(
     Authed(caller): Authed,
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
-    if let Payload::Array(_) = body::read(req, body, state.settings.max_body_bytes).await? {
+    if let Payload::Array(_) = body::read(req, body, &body::Limits::of(&state.settings)).await? {
         return Err(ApiError::MethodNotAllowed(
             "only POST, PUT and DELETE can be batched".into(),
         ));
@@ -149,7 +149,7 @@ async fn collection(
     entity: String,
     op: Op,
 ) -> Result<Response> {
-    let payload = body::read(req, body, state.settings.max_body_bytes).await?;
+    let payload = body::read(req, body, &body::Limits::of(&state.settings)).await?;
     match (op, payload) {
         (_, Payload::Array(items)) => {
             if !json_content_type(req) {
@@ -170,6 +170,7 @@ async fn collection(
                     op,
                     id: None,
                     params,
+                    prehashed: false,
                 },
             )
             .await
@@ -225,7 +226,7 @@ pub async fn update(
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
     let id = parse_id(&entity, &id)?;
-    let payload = body::read(req, body, state.settings.max_body_bytes).await?;
+    let payload = body::read(req, body, &body::Limits::of(&state.settings)).await?;
     let params = single_params(state, req, payload, &entity)?;
     run(
         state,
@@ -236,6 +237,7 @@ pub async fn update(
             op: Op::Update,
             id: Some(id),
             params,
+            prehashed: false,
         },
     )
     .await
@@ -254,6 +256,7 @@ pub async fn delete(
         op: Op::Delete,
         id: Some(id),
         params: Map::new(),
+        prehashed: false,
     };
     run(state, req, &caller, call).await
 }

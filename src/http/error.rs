@@ -30,6 +30,15 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("the service is unavailable")]
     Unavailable,
+    /// Refused by policy (e.g. a cross-site request).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Too many attempts; the client may retry after the given number of seconds.
+    #[error("{description}")]
+    TooManyRequests {
+        description: String,
+        retry_after: u64,
+    },
 }
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -51,6 +60,10 @@ impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {
             AuthError::Unavailable => ApiError::Unavailable,
+            AuthError::Throttled(secs) => ApiError::TooManyRequests {
+                description: format!("too many failed sign-ins; try again in {secs} seconds"),
+                retry_after: secs,
+            },
             e => ApiError::Unauthorized(e.to_string()),
         }
     }
@@ -69,6 +82,8 @@ impl ApiError {
             ApiError::TooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unavailable => "unavailable",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::TooManyRequests { .. } => "too_many_requests",
         }
     }
 
@@ -95,11 +110,17 @@ impl ResponseError for ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
     fn as_response(&self) -> Response {
         let mut r = super::json_response(self.status(), &self.body());
+        if let ApiError::TooManyRequests { retry_after, .. } = self {
+            r.headers_mut()
+                .insert("retry-after", poem::http::HeaderValue::from(*retry_after));
+        }
         if matches!(self, ApiError::Unauthorized(_)) {
             r.headers_mut().insert(
                 "www-authenticate",

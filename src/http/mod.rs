@@ -6,10 +6,12 @@ mod auth;
 pub mod batch;
 mod bgrs;
 pub mod body;
+pub mod conn;
 mod crud;
 mod docs;
 pub mod error;
 mod files;
+pub mod origin;
 mod pages;
 pub mod uploader;
 
@@ -34,6 +36,8 @@ pub struct AppState {
     pub jobs: crate::jobs::Jobs,
     /// Stored bundle files.
     pub files: Arc<dyn crate::files::FileStore>,
+    /// The open connections (for their timeouts).
+    pub conns: Arc<conn::Connections>,
 }
 
 /// The signed-in caller of a request (HTTP Basic, bearer token or `_token=`).
@@ -48,7 +52,7 @@ impl<'a> FromRequest<'a> for Authed {
         let caller = if let Some(h) = req.header("authorization") {
             let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
             match scheme.to_ascii_lowercase().as_str() {
-                "basic" => auth.basic_header(rest).await,
+                "basic" => auth.basic_header(rest, client_ip(req)).await,
                 "bearer" => auth.token(rest.trim()).await,
                 _ => Err(crate::auth::AuthError::Missing),
             }
@@ -59,6 +63,22 @@ impl<'a> FromRequest<'a> for Authed {
         };
         Ok(Authed(caller.map_err(ApiError::from)?))
     }
+}
+
+/// The address of the client (the TCP peer).
+pub fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
+    req.remote_addr().as_socket_addr().map(|a| a.ip())
+}
+
+/// The bearer token a request presents (`Authorization: Bearer` or `_token=`).
+pub fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
+    if let Some(h) = req.header("authorization") {
+        let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
+        return Ok(scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| rest.trim().to_string()));
+    }
+    Ok(body::query_param(&body::query_pairs(req)?, "_token"))
 }
 
 /// A JSON response.
@@ -79,7 +99,10 @@ fn routes(mut r: Route, p: &str) -> Route {
     r = r
         .at(format!("{p}/openapi.json"), get(docs::openapi))
         .at(format!("{p}/docs"), get(docs::page))
-        .at(format!("{p}/auth/token"), post(auth::token))
+        .at(
+            format!("{p}/auth/token"),
+            post(auth::token).delete(auth::sign_out),
+        )
         .at(format!("{p}/users/me"), get(auth::me))
         .at(format!("{p}/bgrs"), get(bgrs::list))
         .at(
@@ -114,7 +137,8 @@ fn allowed_methods(path: &str) -> &'static str {
     let path = path.strip_prefix("/v2.5").unwrap_or(path);
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segments.as_slice() {
-        ["auth", "token"] | ["tools", "uploader.ex.php"] => "POST",
+        ["auth", "token"] => "POST, DELETE",
+        ["tools", "uploader.ex.php"] => "POST",
         ["bgrs", _] => "GET, DELETE",
         ["bgrs", ..]
         | ["media", ..]
@@ -165,20 +189,34 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
     let mut r = Route::new().at("/healthz", get(healthz));
     r = routes(r, "/v2.5");
     r = routes(r, "");
+    let allowed = Arc::new(state.settings.allowed_origins.clone());
+    let conns = state.conns.clone();
     r.data(state)
         .with(CatchPanic::new().with_handler(panic_response))
-        .around(|ep, mut req| async move {
-            collapse_slashes(&mut req);
-            let allow = allowed_methods(req.uri().path());
-            let mut resp = match ep.call(req).await {
-                Ok(r) => r,
-                Err(e) => error::to_json_response(e),
-            };
-            if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
-                resp.headers_mut()
-                    .insert("allow", poem::http::HeaderValue::from_static(allow));
+        .around(move |ep, mut req| {
+            let allowed = allowed.clone();
+            let busy = conns.busy(req.local_addr(), req.remote_addr());
+            async move {
+                let _busy = busy;
+                collapse_slashes(&mut req);
+                let cors = match origin::check(&req, &allowed) {
+                    origin::Verdict::Answer(r) => return Ok(r),
+                    origin::Verdict::Run(cors) => cors,
+                };
+                let allow = allowed_methods(req.uri().path());
+                let mut resp = match ep.call(req).await {
+                    Ok(r) => r,
+                    Err(e) => error::to_json_response(e),
+                };
+                if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+                    resp.headers_mut()
+                        .insert("allow", poem::http::HeaderValue::from_static(allow));
+                }
+                if let Some(o) = cors {
+                    origin::decorate(&mut resp, o);
+                }
+                Ok(resp)
             }
-            Ok(resp)
         })
         .into_endpoint()
 }

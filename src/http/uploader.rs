@@ -183,7 +183,10 @@ pub async fn upload(
         body,
         &dir,
         "csvfile",
-        state.settings.max_upload_bytes,
+        intake::FormLimits {
+            file: state.settings.max_upload_bytes,
+            field: state.settings.max_field_bytes as u64,
+        },
     )
     .await?;
     let mut cleanup = Cleanup {
@@ -264,6 +267,11 @@ pub async fn upload(
     );
     Columns::from_header(&layout.header, &e)
         .map_err(|m| ApiError::BadRequest(format!("the file cannot be used: {m}")))?;
+    let (u2, l2, e2) = (utf8.clone(), layout.clone(), e.clone());
+    let sealed =
+        tokio::task::spawn_blocking(move || crate::uploader::seal::seal_file(&u2, &l2, &e2))
+            .await
+            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
     let plan = Plan {
         entity: entity.clone(),
         encoding: encoding.name().to_string(),
@@ -271,6 +279,7 @@ pub async fn upload(
         utf8_path: utf8.clone(),
         file_name,
         bundle: opened.as_ref().map(|o| o.state.clone()),
+        sealed,
     };
     let new = NewRequest {
         user_id: caller.id,

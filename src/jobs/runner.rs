@@ -17,7 +17,9 @@ fn item_to_call(req: &Request, item: &Json) -> Result<Call, CallError> {
         "call" => serde_json::from_value(item.clone()).map_err(|_| CallError::Internal),
         _ => {
             let op: Op = serde_json::from_value(req.params["op"].clone()).unwrap_or(Op::Create);
-            item_call(&req.entity, op, item)
+            let mut call = item_call(&req.entity, op, item)?;
+            call.prehashed = req.params["prehashed"].as_bool() == Some(true);
+            Ok(call)
         }
     }
 }

@@ -1,10 +1,15 @@
-//! Removes results past their keep time (the request record stays, answering 410) and
-//! idempotency keys older than a day.
+//! Removes results past their keep time (the request record stays, answering 410),
+//! idempotency keys older than a day, and scratch files of uploads that no request owns (left by
+//! a crash or a refused upload) once they are older than [`SCRATCH_GRACE`].
 
 use super::{Jobs, unix_now};
 use crate::storage::Value;
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// Age after which an upload's scratch file that no request owns is removed (an upload being
+/// received or checked owns its files without a request for a moment).
+pub const SCRATCH_GRACE: Duration = Duration::from_secs(3600);
 
 impl Jobs {
     /// Starts the sweeper.
@@ -16,6 +21,9 @@ impl Jobs {
             loop {
                 if let Err(e) = jobs.sweep().await {
                     tracing::error!(error = %e, "sweeping expired results failed");
+                }
+                if let Err(e) = jobs.sweep_scratch(SCRATCH_GRACE).await {
+                    tracing::error!(error = %e, "sweeping upload scratch files failed");
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
@@ -73,5 +81,34 @@ impl Jobs {
             .execute(&sql, &[Value::int(unix_now() - 24 * 3600)])
             .await?;
         Ok(())
+    }
+
+    /// Removes files in the uploads directory that no unfinished request owns and that are
+    /// older than `grace`. Returns how many went.
+    pub async fn sweep_scratch(&self, grace: Duration) -> crate::storage::Result<usize> {
+        let rows = self
+            .storage
+            .fetch(
+                "SELECT \"params\" FROM \"bg_requests\" WHERE \"finished_dt\" IS NULL AND \"kind\" IN ('upload', 'upload_sync')",
+                &[],
+                &[crate::schema::ColType::Text],
+            )
+            .await?;
+        let owned: std::collections::HashSet<std::path::PathBuf> = rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().and_then(|v| v.into_string()))
+            .filter_map(|p| serde_json::from_str::<crate::uploader::Plan>(&p).ok())
+            .map(|p| p.utf8_path)
+            .collect();
+        let dir = crate::uploader::intake::work_dir(&self.settings.data_dir);
+        let removed = tokio::task::spawn_blocking(move || {
+            crate::uploader::intake::remove_orphans(&dir, &owned, grace)
+        })
+        .await
+        .unwrap_or(0);
+        if removed > 0 {
+            tracing::info!(removed, "removed orphaned upload scratch files");
+        }
+        Ok(removed)
     }
 }

@@ -124,6 +124,14 @@ pub fn responses() -> Json {
             json!({"description": what, "content": json_content(reference("Error"))}),
         );
     }
+    m.insert(
+        "E429".into(),
+        json!({
+            "description": "too many failed sign-ins from this client: wait `Retry-After` seconds",
+            "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+            "content": json_content(reference("Error"))
+        }),
+    );
     Json::Object(m)
 }
 
@@ -160,7 +168,12 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
                 "application/json": {"schema": reference("TokenRequest")},
                 "application/x-www-form-urlencoded": {"schema": reference("TokenRequest")}
             }},
-            "responses": with(ok("the token", json_content(reference("Token"))), &["400", "401", "415"])
+            "responses": with(ok("the token", json_content(reference("Token"))), &["400", "401", "403", "413", "415"])
+        },
+        "delete": {
+            "summary": "Signs out the bearer token the request presents",
+            "tags": ["auth"],
+            "responses": with(Map::from_iter([("204".to_string(), json!({"description": "signed out"}))]), &["400", "401", "403"])
         }}),
     );
     paths.insert(

@@ -130,9 +130,14 @@ fn object_schema(e: &Entity) -> Json {
     json!({"type": "object", "properties": props, "required": ["id", "created_dt", "updated_dt"]})
 }
 
+/// The error responses `codes`; a route that checks credentials (401) may also throttle
+/// failed sign-ins (429).
 fn errors(codes: &[&str]) -> Map<String, Json> {
+    let throttled = codes.contains(&"401").then_some("429");
     codes
         .iter()
+        .copied()
+        .chain(throttled)
         .map(|c| (c.to_string(), response_ref(&format!("E{c}"))))
         .collect()
 }

@@ -21,6 +21,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0003_cancel.sql"),
         include_str!("../../migrations/postgres/0003_cancel.sql"),
     ),
+    (
+        4,
+        include_str!("../../migrations/sqlite/0004_token_tag.sql"),
+        include_str!("../../migrations/postgres/0004_token_tag.sql"),
+    ),
 ];
 
 pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {

@@ -161,6 +161,7 @@ pub fn inspect<R: Read + Seek>(
             )));
         }
     }
+    res_tree_is_sound(&res).map_err(bad)?;
     match csv.len() {
         1 => Ok(Listing {
             csv: csv.remove(0),
@@ -244,4 +245,26 @@ pub fn inspect_bytes(bytes: &[u8], limits: &ZipLimits) -> Result<Listing, Upload
         copy_entry(&mut zip, i, &mut std::io::sink())?;
     }
     Ok(listing)
+}
+
+/// `res/` can be stored as a tree: no path twice, and no path that is both a file and a folder
+/// (`res/a` beside `res/a/b`).
+fn res_tree_is_sound(res: &[(usize, String)]) -> Result<(), String> {
+    let mut files = std::collections::HashSet::with_capacity(res.len());
+    for (_, p) in res {
+        if !files.insert(p.as_str()) {
+            return Err(format!("`res/{p}` appears twice"));
+        }
+    }
+    for (_, p) in res {
+        for (at, _) in p.match_indices('/') {
+            if files.contains(&p[..at]) {
+                return Err(format!(
+                    "`res/{}` is both a file and a folder (`res/{p}`)",
+                    &p[..at]
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -13,6 +13,46 @@ pub struct Received {
     pub file: Option<(PathBuf, String)>,
 }
 
+/// Removes entries of `dir` (files and folders) that are not in `owned` and were last
+/// modified more than `grace` ago. Returns how many went.
+pub fn remove_orphans(
+    dir: &Path,
+    owned: &std::collections::HashSet<PathBuf>,
+    grace: std::time::Duration,
+) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if owned.contains(&path) {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
+        if age < grace {
+            continue;
+        }
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if gone.is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// The directory of files being processed.
 pub fn work_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("uploads")
@@ -44,32 +84,113 @@ impl<S: futures::Stream + Unpin> futures::Stream for Paced<S> {
     }
 }
 
-/// Reads every part of a `multipart/form-data` body; the part named `file_field` goes to a
-/// new file in `dir`.
-pub async fn receive(
+/// A multipart parser over `body` that holds at most one chunk of it at a time, refuses the
+/// body past `whole` bytes and each field past what `fields` allows.
+pub fn multipart(
     content_type: &str,
     body: poem::Body,
-    dir: &Path,
-    file_field: &str,
-    limit: u64,
-) -> Result<Received, UploadError> {
+    whole: u64,
+    fields: multer::SizeLimit,
+) -> Result<multer::Multipart<'static>, UploadError> {
     let boundary = multer::parse_boundary(content_type)
         .map_err(|_| UploadError::BadRequest("the body must be multipart/form-data".into()))?;
     let stream = Paced {
         inner: Box::pin(body.into_bytes_stream()),
         handed: false,
     };
-    let mut mp = multer::Multipart::new(stream, boundary);
-    let bad = |_| UploadError::BadRequest("the multipart body is malformed".into());
+    let constraints = multer::Constraints::new().size_limit(fields.whole_stream(whole));
+    Ok(multer::Multipart::with_constraints(
+        stream,
+        boundary,
+        constraints,
+    ))
+}
+
+/// Limits of an upload's form.
+#[derive(Debug, Clone, Copy)]
+pub struct FormLimits {
+    /// The file part.
+    pub file: u64,
+    /// Each other (text) field.
+    pub field: u64,
+}
+
+/// What went wrong in a multipart body.
+fn form_error(e: multer::Error, limits: &FormLimits, file_field: &str) -> UploadError {
+    match e {
+        multer::Error::FieldSizeExceeded { field_name, .. } => {
+            let name = field_name.unwrap_or_default();
+            if name == file_field {
+                UploadError::TooLarge(format!(
+                    "the file is larger than the limit of {} bytes",
+                    limits.file
+                ))
+            } else {
+                UploadError::TooLarge(format!(
+                    "the field `{name}` is larger than the limit of {} bytes",
+                    limits.field
+                ))
+            }
+        }
+        multer::Error::StreamSizeExceeded { .. } => {
+            UploadError::TooLarge("the upload is larger than its limits allow".into())
+        }
+        multer::Error::StreamReadFailed(_) | multer::Error::IncompleteFieldData { .. } => {
+            UploadError::BadRequest("the upload was cut off".into())
+        }
+        _ => UploadError::BadRequest("the multipart body is malformed".into()),
+    }
+}
+
+/// Removes a received file unless the upload is handed on.
+struct Scratch(Option<PathBuf>);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Reads every part of a `multipart/form-data` body; the part named `file_field` goes to a
+/// new file in `dir`. On any error (a malformed body, a part over its limit, a second file part)
+/// nothing is left in `dir`.
+pub async fn receive(
+    content_type: &str,
+    body: poem::Body,
+    dir: &Path,
+    file_field: &str,
+    limits: FormLimits,
+) -> Result<Received, UploadError> {
+    // The whole body: the file, plus room for the other fields and the multipart framing.
+    let whole = limits
+        .file
+        .saturating_add(limits.field.saturating_mul(16))
+        .saturating_add(64 * 1024);
+    let per_field = multer::SizeLimit::new()
+        .per_field(limits.field)
+        .for_field(file_field.to_string(), limits.file);
+    let mut mp = multipart(content_type, body, whole, per_field)?;
     tokio::fs::create_dir_all(dir)
         .await
         .map_err(|e| UploadError::Io(e.to_string()))?;
     let mut fields = HashMap::new();
-    let mut file = None;
-    while let Some(mut field) = mp.next_field().await.map_err(bad)? {
+    let mut file = Scratch(None);
+    let mut original = String::new();
+    while let Some(mut field) = mp
+        .next_field()
+        .await
+        .map_err(|e| form_error(e, &limits, file_field))?
+    {
         let name = field.name().unwrap_or("").to_string();
         if name == file_field {
-            let original = field
+            if file.0.is_some() {
+                return Err(UploadError::BadRequest(format!(
+                    "the form holds more than one `{file_field}` part; send one file per upload"
+                )));
+            }
+            original = field
                 .file_name()
                 .map(|n| n.rsplit(['/', '\\']).next().unwrap_or(n).to_string())
                 .filter(|n| !n.is_empty())
@@ -78,31 +199,30 @@ pub async fn receive(
                 "{}.upload",
                 hex::encode(rand::random::<[u8; 12]>())
             ));
-            let written = copy_limited(&mut field, &path, limit).await;
-            match written {
-                Ok(_) => file = Some((path, original)),
-                Err(e) => {
-                    let _ = tokio::fs::remove_file(&path).await;
-                    return Err(e);
-                }
-            }
+            file.0 = Some(path.clone());
+            copy_limited(&mut field, &path, &limits, file_field).await?;
         } else {
-            let text = field.text().await.map_err(bad)?;
-            if text.len() > 4096 {
+            if fields.contains_key(&name) {
                 return Err(UploadError::BadRequest(format!(
-                    "the field `{name}` is too long"
+                    "the form holds the field `{name}` more than once"
                 )));
             }
+            let text = field
+                .text()
+                .await
+                .map_err(|e| form_error(e, &limits, file_field))?;
             fields.insert(name, text);
         }
     }
+    let file = file.0.take().map(|p| (p, original));
     Ok(Received { fields, file })
 }
 
 async fn copy_limited(
     field: &mut multer::Field<'_>,
     path: &Path,
-    limit: u64,
+    limits: &FormLimits,
+    file_field: &str,
 ) -> Result<u64, UploadError> {
     let io = |e: std::io::Error| UploadError::Io(e.to_string());
     let mut out = tokio::io::BufWriter::with_capacity(
@@ -113,14 +233,9 @@ async fn copy_limited(
     while let Some(chunk) = field
         .chunk()
         .await
-        .map_err(|_| UploadError::BadRequest("the upload was cut off".into()))?
+        .map_err(|e| form_error(e, limits, file_field))?
     {
         total += chunk.len() as u64;
-        if total > limit {
-            return Err(UploadError::TooLarge(format!(
-                "the file is larger than the limit of {limit} bytes"
-            )));
-        }
         out.write_all(&chunk).await.map_err(io)?;
     }
     out.flush().await.map_err(io)?;

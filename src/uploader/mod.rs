@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod intake;
 pub mod rows;
 pub mod run;
+pub mod seal;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -41,6 +42,9 @@ pub struct Plan {
     /// and updated by its `on_start` hook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bundle: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The working copy's secret columns are sealed (hashes, or reasons for refusal).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sealed: bool,
 }
 
 impl Plan {

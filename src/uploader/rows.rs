@@ -12,6 +12,8 @@ pub struct Columns {
     pub op: usize,
     pub id: Option<usize>,
     pub res: Option<usize>,
+    /// Secret columns hold sealed values ([`crate::engine::secrets`]).
+    pub sealed: bool,
 }
 
 impl Columns {
@@ -46,6 +48,7 @@ impl Columns {
             op,
             id,
             res,
+            sealed: false,
         })
     }
 
@@ -125,6 +128,7 @@ pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
         op,
         id,
         params,
+        prehashed: cols.sealed,
     })
 }
 

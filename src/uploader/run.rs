@@ -79,7 +79,8 @@ pub async fn rows(
         .get(&plan.entity)
         .cloned()
         .ok_or_else(|| io_err(format!("entity `{}` is gone", plan.entity)))?;
-    let cols = Columns::from_header(&plan.layout.header, &entity).map_err(io_err)?;
+    let mut cols = Columns::from_header(&plan.layout.header, &entity).map_err(io_err)?;
+    cols.sealed = plan.sealed;
     let encoding = plan.encoding();
     let (result_path, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
     let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;

@@ -23,6 +23,16 @@ impl Server {
     /// Starts a server on `data_dir` (and `database_url`, else SQLite) and waits until it
     /// listens. Its stderr is echoed (captured by the test harness) so it never blocks.
     pub fn start(label: &'static str, data_dir: &Path, database_url: Option<&str>) -> Server {
+        Self::start_with(label, data_dir, database_url, &[])
+    }
+
+    /// [`Server::start`] with more `serve` arguments.
+    pub fn start_with(
+        label: &'static str,
+        data_dir: &Path,
+        database_url: Option<&str>,
+        args: &[&str],
+    ) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_entiserve"));
         cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -37,6 +47,7 @@ impl Server {
         if let Some(url) = database_url {
             cmd.args(["--database-url", url]);
         }
+        cmd.args(args);
         let mut child = cmd.spawn().expect("start entiserve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
@@ -61,6 +72,17 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// A `kB` figure of the process from `/proc/<pid>/status` (`VmRSS`, `VmHWM`: the peak).
+    pub fn memory_kb(&self, key: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read /proc/<pid>/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in /proc/<pid>/status"))
     }
 
     /// SIGKILL, then reap.

@@ -1,0 +1,413 @@
+//! Sign-in under attack and secrets at rest: guessing is throttled per login and address
+//! without slowing token requests or locking the real user out from elsewhere; tokens end with
+//! a sign-out, a password or role change, or the user's deletion; passwords have a minimum
+//! length; and no secret is stored in clear by background work or uploads.
+
+mod common;
+
+use common::process::{PASSWORD, Server};
+use common::{PgDb, error_code, json, spawn_app};
+use reqwest::Method;
+use reqwest::multipart::{Form, Part};
+use serde_json::{Value as Json, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+async fn pg() -> Option<PgDb> {
+    match std::env::var("TEST_DATABASE_URL") {
+        Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
+        _ => None,
+    }
+}
+
+/// A client whose connections come from `ip` (any 127.x.y.z address is this machine).
+fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(Some(ip.parse().unwrap()))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn guessing_is_throttled_and_token_reads_stay_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = pg().await;
+    let s = Server::start(
+        "guess",
+        &dir.path().join("data"),
+        db.as_ref().map(|d| d.url.as_str()),
+    );
+    let token = {
+        let r = s
+            .client
+            .post(format!("{}/auth/token", s.base))
+            .json(&json!({"login": "admin", "password": PASSWORD}))
+            .send()
+            .await
+            .unwrap();
+        json(r).await.1["token"].as_str().unwrap().to_string()
+    };
+    let stop = Instant::now() + Duration::from_secs(6);
+    let mut guessers = Vec::new();
+    for g in 0..48 {
+        let (base, client) = (s.base.clone(), client_from("127.0.0.1"));
+        guessers.push(tokio::spawn(async move {
+            let (mut throttled, mut refused, mut retry_after) = (0u32, 0u32, 0u64);
+            let mut n = 0;
+            while Instant::now() < stop {
+                n += 1;
+                let r = client
+                    .get(format!("{base}/users/me"))
+                    .basic_auth("admin", Some(format!("guess-{g}-{n}")))
+                    .send()
+                    .await
+                    .unwrap();
+                match r.status().as_u16() {
+                    429 => {
+                        throttled += 1;
+                        let ra: u64 = r.headers()["retry-after"]
+                            .to_str()
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        retry_after = retry_after.max(ra);
+                        let (_, b) = json(r).await;
+                        assert_eq!(error_code(&b), "too_many_requests");
+                    }
+                    401 => refused += 1,
+                    other => panic!("a guess got {other}"),
+                }
+            }
+            (throttled, refused, retry_after)
+        }));
+    }
+    // Meanwhile, a client with a token reads.
+    let mut times = Vec::new();
+    let reader = client_from("127.0.0.3");
+    while Instant::now() < stop {
+        let t = Instant::now();
+        let r = reader
+            .get(format!("{}/users/me", s.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.bytes().await.unwrap();
+        times.push(t.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (mut throttled, mut refused, mut retry_after) = (0, 0, 0);
+    for g in guessers {
+        let (t, r, ra) = g.await.unwrap();
+        throttled += t;
+        refused += r;
+        retry_after = retry_after.max(ra);
+    }
+    times.sort();
+    let p95 = times[times.len() * 95 / 100];
+    assert!(p95 < Duration::from_millis(100), "token reads p95 {p95:?}");
+    assert!(
+        throttled > 0 && refused > 0,
+        "{throttled} throttled, {refused} refused"
+    );
+    assert!(
+        refused <= 25,
+        "at most the free failures are checked: {refused} wrong passwords were checked"
+    );
+    assert!(retry_after >= 2, "Retry-After grows: {retry_after}");
+    let peak = s.memory_kb("VmHWM");
+    assert!(peak < 300 * 1024, "peak {peak} kB");
+    // The real admin, from another address, is not locked out, by Basic or by token.
+    let elsewhere = client_from("127.0.0.2");
+    let r = elsewhere
+        .get(format!("{}/users/me", s.base))
+        .basic_auth("admin", Some("a fresh wrong guess"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = elsewhere
+        .post(format!("{}/auth/token", s.base))
+        .json(&json!({"login": "admin", "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // From the guessing address, further guesses are not even checked.
+    let r = client_from("127.0.0.1")
+        .post(format!("{}/auth/token", s.base))
+        .json(&json!({"login": "admin", "password": "one more guess"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+}
+
+async fn token_of(app: &common::TestApp, login: &str, password: &str) -> String {
+    let r = app
+        .client
+        .post(app.url("/auth/token"))
+        .json(&json!({"login": login, "password": password}))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = json(r).await;
+    assert_eq!(s, 200, "{b}");
+    b["token"].as_str().unwrap().to_string()
+}
+
+async fn me_status(app: &common::TestApp, token: &str) -> u16 {
+    app.client
+        .get(app.url("/users/me"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn tokens_end_with_sign_out_password_or_role_change_and_deletion() {
+    let app = spawn_app().await;
+    let id = app.create_user("tina", "tina-pass-1").await;
+    // Sign-out ends only the presented token.
+    let (a, b) = (
+        token_of(&app, "tina", "tina-pass-1").await,
+        token_of(&app, "tina", "tina-pass-1").await,
+    );
+    assert_eq!(me_status(&app, &a).await, 200);
+    let r = app
+        .client
+        .delete(app.url("/auth/token"))
+        .bearer_auth(&a)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(me_status(&app, &a).await, 401);
+    assert_eq!(me_status(&app, &b).await, 200);
+    let r = app
+        .client
+        .delete(app.url(&format!("/v2.5/auth/token?_token={b}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(me_status(&app, &b).await, 401);
+    // A password change ends every token at once, even ones just used (and cached).
+    let (c, d) = (
+        token_of(&app, "tina", "tina-pass-1").await,
+        token_of(&app, "tina", "tina-pass-1").await,
+    );
+    assert_eq!(me_status(&app, &c).await, 200);
+    let r = app
+        .client
+        .put(app.url(&format!("/users/{id}")))
+        .bearer_auth(&c)
+        .json(&json!({"password": "tina-pass-2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(me_status(&app, &c).await, 401);
+    assert_eq!(me_status(&app, &d).await, 401);
+    // So does a role change, by an admin.
+    let e = token_of(&app, "tina", "tina-pass-2").await;
+    assert_eq!(me_status(&app, &e).await, 200);
+    let r = app
+        .admin(Method::PUT, &format!("/users/{id}"))
+        .json(&json!({"role": "admin"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(me_status(&app, &e).await, 401);
+    // Other changes keep tokens.
+    let f = token_of(&app, "tina", "tina-pass-2").await;
+    let r = app
+        .admin(Method::PUT, &format!("/users/{id}"))
+        .json(&json!({"first_name": "Tina"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(me_status(&app, &f).await, 200);
+    // Deleting the user ends the rest (and is not blocked by them).
+    let r = app
+        .admin(Method::DELETE, &format!("/users/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(me_status(&app, &f).await, 401);
+    // Signing out needs the token itself.
+    let r = app
+        .admin(Method::DELETE, "/auth/token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn passwords_have_a_minimum_length_everywhere() {
+    let app = spawn_app().await;
+    let r = app
+        .admin(Method::POST, "/users")
+        .json(&json!({"login": "short", "password": "x"}))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = json(r).await;
+    assert_eq!(s, 400, "{b}");
+    assert!(
+        b["fields"]["password"].as_str().unwrap().contains("8"),
+        "{b}"
+    );
+    assert!(
+        !b.to_string().contains("\"x\""),
+        "the value is not echoed: {b}"
+    );
+    let r = app
+        .admin(Method::POST, "/users?bgrs=false")
+        .json(&json!([{"login": "s1", "password": "1234567"}, {"login": "s2", "password": "12345678"}]))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = json(r).await;
+    assert_eq!(s, 200);
+    assert_eq!(b[0]["status"], 400);
+    assert_eq!(b[1]["status"], 200);
+    // In the background, the refusal is recorded per item.
+    let r = app
+        .admin(Method::POST, "/users")
+        .json(&json!([{"login": "b1", "password": "short"}, {"login": "b2", "password": "long-enough"}]))
+        .send()
+        .await
+        .unwrap();
+    let (_, b) = json(r).await;
+    let rid = b["request"].as_str().unwrap().to_string();
+    let result = wait_result(&app, &rid).await;
+    let items: Json = serde_json::from_str(&result).unwrap();
+    assert_eq!(items[0]["status"], 400, "{items}");
+    assert!(
+        items[0]["body"].as_str().unwrap().contains("at least 8"),
+        "{items}"
+    );
+    assert_eq!(items[1]["status"], 200, "{items}");
+    // A single call in the background: refused before it is queued.
+    let r = app
+        .admin(Method::POST, "/users?bgrs=1")
+        .json(&json!({"login": "b3", "password": "short"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    for (login, pw) in [("s2", "12345678"), ("b2", "long-enough")] {
+        let r = app
+            .as_user(login, pw, Method::GET, "/users/me")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{login} signs in");
+    }
+    app.stop().await;
+}
+
+/// Waits for a background request and returns its result text.
+async fn wait_result(app: &common::TestApp, rid: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let r = app
+            .admin(Method::GET, &format!("/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            return r.text().await.unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{rid} never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether any file under `dir` holds `needle`.
+fn found_in(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            hits.extend(found_in(&p, needle));
+        } else if let Ok(bytes) = std::fs::read(&p)
+            && bytes.windows(needle.len()).any(|w| w == needle)
+        {
+            hits.push(p.display().to_string());
+        }
+    }
+    hits
+}
+
+#[tokio::test]
+async fn background_work_never_stores_a_secret_in_clear() {
+    let app = spawn_app().await;
+    // A background batch of users with passwords, and a background single call.
+    let r = app
+        .admin(Method::POST, "/users")
+        .json(&json!([
+            {"login": "q1", "password": "Queue-Secret-One"},
+            {"login": "q2", "password": "Queue-Secret-Two"}
+        ]))
+        .send()
+        .await
+        .unwrap();
+    let rid1 = json(r).await.1["request"].as_str().unwrap().to_string();
+    let r = app
+        .admin(Method::POST, "/users?bgrs=1")
+        .json(&json!({"login": "q3", "password": "Queue-Secret-Three"}))
+        .send()
+        .await
+        .unwrap();
+    let rid2 = json(r).await.1["request"].as_str().unwrap().to_string();
+    // A background upload of users with passwords.
+    let csv = "op,login,password\nc,q4,Upload-Secret-Four\nc,q5,Upload-Secret-Five\n";
+    let form = Form::new().text("entity", "users").text("bgrs", "1").part(
+        "csvfile",
+        Part::bytes(csv.as_bytes().to_vec()).file_name("u.csv"),
+    );
+    let r = app
+        .admin(Method::POST, "/tools/uploader.ex.php")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let rid3 = json(r).await.1["request"].as_str().unwrap().to_string();
+    for rid in [&rid1, &rid2, &rid3] {
+        let result = wait_result(&app, rid).await;
+        assert!(!result.contains("Secret"), "{result}");
+    }
+    for (login, pw) in [
+        ("q1", "Queue-Secret-One"),
+        ("q3", "Queue-Secret-Three"),
+        ("q5", "Upload-Secret-Five"),
+    ] {
+        let r = app
+            .as_user(login, pw, Method::GET, "/users/me")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{login} signs in");
+    }
+    // Nothing on disk (database, logs of requests, results, scratch) holds one in clear.
+    if app.db.is_none() {
+        let hits = found_in(&app.dir.path().join("data"), b"-Secret-");
+        assert!(hits.is_empty(), "found in {hits:?}");
+    }
+    app.stop().await;
+}
