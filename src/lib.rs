@@ -68,7 +68,10 @@ impl App {
         storage::ddl::apply(storage.as_ref(), &catalog)
             .await
             .context("cannot prepare the entity tables")?;
-        let auth = Arc::new(auth::Auth::new(storage.clone()));
+        let auth = Arc::new(auth::Auth::new(
+            storage.clone(),
+            settings.signin_free_failures,
+        ));
         let forget = auth.clone();
         let engine = Engine::new(
             CatalogHandle::new(catalog),

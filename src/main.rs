@@ -94,6 +94,10 @@ struct Limits {
     /// Shortest password a call may set.
     #[arg(long, env = "ENTISERVE_MIN_PASSWORD_LENGTH", default_value_t = 8)]
     min_password_length: usize,
+    /// Failed sign-ins of one login from one address before attempts are throttled (429);
+    /// four times as many from one address over all logins.
+    #[arg(long, env = "ENTISERVE_SIGNIN_FREE_FAILURES", default_value_t = 5)]
+    signin_free_failures: u32,
     /// Other sites (`https://app.example.com`, comma-separated) whose pages may send
     /// state-changing requests; they also get CORS answers.
     #[arg(long, env = "ENTISERVE_ALLOWED_ORIGINS", value_delimiter = ',')]
@@ -135,6 +139,7 @@ fn main() -> ExitCode {
             s.max_field_bytes = limits.max_field_bytes;
             s.max_batch_bytes = limits.max_batch_bytes;
             s.min_password_length = limits.min_password_length;
+            s.signin_free_failures = limits.signin_free_failures;
             s.allowed_origins = limits
                 .allowed_origins
                 .iter()

@@ -27,6 +27,9 @@ pub struct Settings {
     pub max_batch_bytes: usize,
     /// Shortest password a call may set.
     pub min_password_length: usize,
+    /// Failed sign-ins of one login from one address before attempts are throttled (four
+    /// times as many from one address over all logins).
+    pub signin_free_failures: u32,
     /// Other sites whose browsers may send state-changing requests (and get CORS answers),
     /// as `scheme://host[:port]`.
     pub allowed_origins: Vec<String>,
@@ -64,6 +67,7 @@ impl Settings {
             max_field_bytes: 64 * 1024,
             max_batch_bytes: 64 << 20,
             min_password_length: 8,
+            signin_free_failures: crate::auth::throttle::FREE_PER_LOGIN,
             allowed_origins: Vec::new(),
             header_timeout: Duration::from_secs(30),
             max_upload_bytes: 1 << 30,

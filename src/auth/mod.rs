@@ -46,11 +46,13 @@ pub struct Token {
 }
 
 impl Auth {
-    pub fn new(storage: Arc<dyn Storage>) -> Auth {
+    /// Authentication over `storage`; `free_failures` failed sign-ins of a login from one
+    /// address pass before attempts are throttled.
+    pub fn new(storage: Arc<dyn Storage>, free_failures: u32) -> Auth {
         Auth {
             storage,
             cache: CredentialCache::default(),
-            throttle: Default::default(),
+            throttle: throttle::Throttle::new(free_failures),
         }
     }
 

@@ -10,10 +10,12 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Failures of one login from one address before attempts are slowed.
+/// Failures of one login from one address before attempts are slowed (the default of the
+/// `--signin-free-failures` setting).
 pub const FREE_PER_LOGIN: u32 = 5;
-/// Failures from one address (any login) before attempts are slowed.
-pub const FREE_PER_ADDRESS: u32 = 20;
+/// Failures from one address (any login) before attempts are slowed, as a multiple of the
+/// failures of one login.
+pub const ADDRESS_FACTOR: u32 = 4;
 /// A key's failures are forgotten after this long without one.
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 /// The longest a key stays closed.
@@ -37,13 +39,29 @@ struct Entry {
 }
 
 /// Failed sign-ins, counted in memory.
-#[derive(Default)]
 pub struct Throttle {
     entries: Mutex<HashMap<Key, Entry>>,
+    free: u32,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Throttle::new(FREE_PER_LOGIN)
+    }
 }
 
 impl Throttle {
+    /// A throttle that lets `free` failures of a login from one address (and `4 * free` from
+    /// one address) through before slowing attempts.
+    pub fn new(free: u32) -> Throttle {
+        Throttle {
+            entries: Mutex::new(HashMap::new()),
+            free: free.max(1),
+        }
+    }
+
     fn keys(
+        &self,
         map: &HashMap<Key, Entry>,
         login: &str,
         addr: Option<IpAddr>,
@@ -53,11 +71,11 @@ impl Throttle {
         let trusted = map
             .get(&Key::Trusted(login.clone(), addr))
             .is_some_and(|e| now.duration_since(e.last) < WINDOW);
-        let mut keys = vec![(Key::Login(login, addr), FREE_PER_LOGIN)];
+        let mut keys = vec![(Key::Login(login, addr), self.free)];
         if let Some(a) = addr
             && !trusted
         {
-            keys.push((Key::Address(a), FREE_PER_ADDRESS));
+            keys.push((Key::Address(a), self.free.saturating_mul(ADDRESS_FACTOR)));
         }
         keys
     }
@@ -69,7 +87,7 @@ impl Throttle {
     pub fn attempt(&self, login: &str, addr: Option<IpAddr>) -> Result<(), u64> {
         let now = Instant::now();
         let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let keys = Self::keys(&map, login, addr, now);
+        let keys = self.keys(&map, login, addr, now);
         let wait = keys
             .iter()
             .filter_map(|(k, _)| map.get(k))
@@ -190,7 +208,7 @@ mod tests {
     fn an_address_guessing_many_logins_is_slowed() {
         let t = Throttle::default();
         let a: Option<IpAddr> = Some("10.0.0.9".parse().unwrap());
-        for i in 0..FREE_PER_ADDRESS {
+        for i in 0..FREE_PER_LOGIN * ADDRESS_FACTOR {
             assert_eq!(t.attempt(&format!("user{i}"), a), Ok(()));
         }
         assert!(t.attempt("someone", a).is_err());
@@ -207,7 +225,7 @@ mod tests {
         let a: Option<IpAddr> = Some("10.0.0.20".parse().unwrap());
         t.attempt("carol", a).unwrap();
         t.succeeded("carol", a);
-        for i in 0..FREE_PER_ADDRESS + 5 {
+        for i in 0..FREE_PER_LOGIN * ADDRESS_FACTOR + 5 {
             let _ = t.attempt(&format!("sprayed{i}"), a);
         }
         assert!(t.attempt("dave", a).is_err(), "the address is closed");

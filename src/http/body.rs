@@ -148,12 +148,6 @@ pub async fn read(req: &Request, body: Body, limits: &Limits) -> Result<Payload>
     if ct == "multipart/form-data" {
         return read_multipart(req, body, limits).await;
     }
-    if !matches!(
-        ct.as_str(),
-        "" | "application/json" | "application/x-www-form-urlencoded"
-    ) {
-        return Err(unsupported(&ct));
-    }
     let bytes = collect(req, body, limits).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Payload::None);
@@ -179,7 +173,7 @@ fn unsupported(ct: &str) -> ApiError {
 /// limit, before the rest is parsed).
 fn parse_json(bytes: &[u8], limits: &Limits) -> Result<Payload> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
-    if first == Some(b'[') {
+    if first == Some(b'[') && limits.batch_bytes > 0 {
         let over = std::cell::Cell::new(false);
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let items = serde::de::DeserializeSeed::deserialize(
@@ -201,6 +195,8 @@ fn parse_json(bytes: &[u8], limits: &Limits) -> Result<Payload> {
     }
     match serde_json::from_slice::<Json>(bytes) {
         Ok(Json::Object(m)) => Ok(Payload::Object(m)),
+        // Where batches are not taken, an array is only as large as a small body.
+        Ok(Json::Array(a)) => Ok(Payload::Array(a)),
         Ok(_) => Err(ApiError::BadRequest(
             "the JSON body must be an object or an array".into(),
         )),
