@@ -75,6 +75,11 @@ pub async fn list(
     ))
 }
 
+/// Most details entries in one reply of `GET /bgrs/<rid>/details`.
+pub const DETAILS_PAGE: i64 = 1000;
+
+/// `GET /bgrs/<rid>/details`: entries oldest first, at most `limit` (1 to
+/// [`DETAILS_PAGE`], default the most); `since=<entry id>` goes on after that entry.
 #[handler]
 pub async fn details(
     req: &Request,
@@ -83,14 +88,28 @@ pub async fn details(
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
     visible(state, &caller, &rid).await?;
-    let since = match body::query_param(&body::query_pairs(req)?, "since") {
+    let pairs = body::query_pairs(req)?;
+    let since = match body::query_param(&pairs, "since") {
         None => 0,
         Some(s) => s
             .trim()
             .parse::<i64>()
             .map_err(|_| ApiError::BadRequest("`since` must be an entry id".into()))?,
     };
-    let rows = state.jobs.details(&rid, since, 1_000_000).await?;
+    let limit = match body::query_param(&pairs, "limit") {
+        None => DETAILS_PAGE,
+        Some(s) => s
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=DETAILS_PAGE).contains(n))
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "`limit` must be an integer from 1 to {DETAILS_PAGE}"
+                ))
+            })?,
+    };
+    let rows = state.jobs.details(&rid, since, limit).await?;
     Ok(json_response(
         StatusCode::OK,
         &Json::Array(rows.iter().map(detail_json).collect()),

@@ -197,9 +197,13 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
     );
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}/details"),
-        json!({"get": {"summary": "The log of a background request", "tags": ["bgrs"],
-            "parameters": [rid, {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}}],
-            "responses": with(ok("entries in order", json_content(json!({"type": "array", "items": reference("Detail")}))), &["400", "401", "404"])}}),
+        json!({"get": {"summary": "The log of a background request, a page at a time",
+            "description": "Entries oldest first, at most `limit` (at most 1000) per reply; `since` (the id of the last entry received) goes on after that entry.",
+            "tags": ["bgrs"],
+            "parameters": [rid,
+                {"name": "since", "in": "query", "description": "only entries after the entry with this id", "schema": {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}},
+                {"name": "limit", "in": "query", "description": "most entries in the reply (default 1000)", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1000}}],
+            "responses": with(ok("at most `limit` entries in order", json_content(json!({"type": "array", "maxItems": 1000, "items": reference("Detail")}))), &["400", "401", "404"])}}),
     );
     let result_content = json!({
         "application/json": {"schema": {}},
