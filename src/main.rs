@@ -82,6 +82,9 @@ struct Limits {
     /// Most pages in a bundle's pages.pdf.
     #[arg(long, env = "ENTISERVE_PDF_MAX_PAGES", default_value_t = 5000)]
     pdf_max_pages: usize,
+    /// Most Server-Sent-Events streams (`/bgrs/<rid>/events`) one user may hold open.
+    #[arg(long, env = "ENTISERVE_MAX_STREAMS_PER_USER", default_value_t = 16)]
+    max_streams_per_user: usize,
 }
 
 fn main() -> ExitCode {
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
             s.zip.max_bytes = limits.zip_max_bytes;
             s.zip.max_ratio = limits.zip_max_ratio;
             s.pdf_max_pages = limits.pdf_max_pages;
+            s.max_streams_per_user = limits.max_streams_per_user;
             s.bind = bind;
             s.database_url = database_url.filter(|u| !u.is_empty());
             s.dev = dev;

@@ -118,6 +118,10 @@ pub fn responses() -> Json {
         ("410", "the result was kept for its keep time and is gone"),
         ("413", "over a size limit"),
         ("415", "wrong content type"),
+        (
+            "429",
+            "too many at once: try again after `Retry-After` seconds",
+        ),
     ] {
         m.insert(
             format!("E{code}"),
@@ -216,8 +220,10 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
     );
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}/events"),
-        json!({"get": {"summary": "Server-Sent Events of progress and log entries until the request finishes", "tags": ["bgrs"], "parameters": [rid],
-            "responses": with(ok("an event stream: `detail` events carry a Detail, `progress` and `finished` events a BgRequest, as JSON", json!({"text/event-stream": {"schema": {}}})), &["401", "404"])}}),
+        json!({"get": {"summary": "Server-Sent Events of progress and log entries until the request finishes",
+            "description": "A user may hold a limited number of streams open at once (`--max-streams-per-user`, default 16); beyond it, 429 with `Retry-After`.",
+            "tags": ["bgrs"], "parameters": [rid],
+            "responses": with(ok("an event stream: `detail` events carry a Detail, `progress` and `finished` events a BgRequest, as JSON", json!({"text/event-stream": {"schema": {}}})), &["401", "404", "429"])}}),
     );
     paths.insert(
         format!("{prefix}/media/keep1m/{{file}}"),
