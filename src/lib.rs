@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod client;
+pub mod csvsafe;
 pub mod engine;
 pub mod files;
 pub mod http;

@@ -105,6 +105,9 @@ struct Limits {
     /// Seconds a client may take to send a request's headers; also the idle keep-alive time.
     #[arg(long, env = "ENTISERVE_HEADER_TIMEOUT", default_value_t = 30)]
     header_timeout: u64,
+    /// Most Server-Sent-Events streams (`/bgrs/<rid>/events`) one user may hold open.
+    #[arg(long, env = "ENTISERVE_MAX_STREAMS_PER_USER", default_value_t = 16)]
+    max_streams_per_user: usize,
 }
 
 fn main() -> ExitCode {
@@ -147,6 +150,7 @@ fn main() -> ExitCode {
                 .filter(|o| !o.is_empty())
                 .collect();
             s.header_timeout = std::time::Duration::from_secs(limits.header_timeout.max(1));
+            s.max_streams_per_user = limits.max_streams_per_user;
             s.bind = bind;
             s.database_url = database_url.filter(|u| !u.is_empty());
             s.dev = dev;

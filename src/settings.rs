@@ -48,6 +48,8 @@ pub struct Settings {
     pub zip: crate::uploader::bundle::ZipLimits,
     /// Most pages a bundle's pages.pdf may have.
     pub pdf_max_pages: usize,
+    /// Most Server-Sent-Events streams one user may hold open at once.
+    pub max_streams_per_user: usize,
     /// The `entiserve` executable that reads PDFs in a contained child process
     /// (`entiserve pdf-pages`); default: this process's own executable.
     pub helper_exe: PathBuf,
@@ -76,6 +78,7 @@ impl Settings {
             shutdown_grace: Duration::from_secs(30),
             zip: Default::default(),
             pdf_max_pages: 5000,
+            max_streams_per_user: 16,
             helper_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("entiserve")),
         }
     }

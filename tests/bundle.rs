@@ -325,7 +325,7 @@ async fn wait_finished(app: &TestApp, rid: &str, limit: Duration) -> Json {
 
 /// A request's details: (dt, text) in order.
 async fn details(app: &TestApp, rid: &str) -> Vec<(String, String)> {
-    list(app, &format!("/bgrs/{rid}/details"))
+    all_details(app, rid)
         .await
         .iter()
         .map(|e| {

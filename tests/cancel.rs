@@ -137,21 +137,13 @@ async fn a_cancelled_upload_keeps_exactly_the_rows_its_result_marks_done() {
         "applied rows = rows marked OK"
     );
 
-    let (_, d) = json(
-        app.admin(Method::GET, &format!("/bgrs/{rid}/details"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let d = all_details(&app, &rid).await;
     let lines = d
-        .as_array()
-        .unwrap()
         .iter()
         .filter(|e| e["details"].as_str().unwrap().starts_with("Line: "))
         .count();
     assert_eq!(lines, ok, "one detail line per row that ran");
-    let last = d.as_array().unwrap().last().unwrap()["details"].clone();
+    let last = d.last().unwrap()["details"].clone();
     assert!(last.as_str().unwrap().starts_with("cancelled"), "{last}");
 
     // A second cancel, and a cancel of a finished request, are conflicts.

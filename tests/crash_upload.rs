@@ -57,15 +57,24 @@ impl UploadOps for Server {
         body["request"].as_str().expect("a request id").to_string()
     }
 
-    /// The `details` texts of the request, in order.
+    /// The `details` texts of the request, in order, page by page.
     async fn details(&self, rid: &str) -> Vec<String> {
-        let details = self.get_json(&format!("/bgrs/{rid}/details")).await;
-        details
-            .as_array()
-            .expect("details are an array")
-            .iter()
-            .map(|d| d["details"].as_str().expect("a details text").to_string())
-            .collect()
+        let mut texts = Vec::new();
+        let mut since = "0".to_string();
+        loop {
+            let page = self
+                .get_json(&format!("/bgrs/{rid}/details?since={since}"))
+                .await;
+            let page = page.as_array().expect("details are an array");
+            let Some(last) = page.last() else {
+                return texts;
+            };
+            since = last["id"].as_str().expect("an entry id").to_string();
+            texts.extend(
+                page.iter()
+                    .map(|d| d["details"].as_str().expect("a details text").to_string()),
+            );
+        }
     }
 }
 

@@ -108,11 +108,21 @@ async fn show(conn: &Conn, rid: &str) -> Result<u8, Failure> {
         };
         println!("{:<width$}  {value}", format!("{key}:"), width = width + 1);
     }
-    let details = conn
-        .get_json(&format!("/bgrs/{rid}/details"))
-        .await
-        .map_err(not_found)?;
-    let entries = details.as_array().cloned().unwrap_or_default();
+    // The log comes a page at a time: go on after the last entry until a page is empty.
+    let mut entries = Vec::new();
+    let mut since = "0".to_string();
+    loop {
+        let page = conn
+            .get_json(&format!("/bgrs/{rid}/details?since={since}"))
+            .await
+            .map_err(not_found)?;
+        let page = page.as_array().cloned().unwrap_or_default();
+        match page.last().and_then(|e| e["id"].as_str()) {
+            Some(id) => since = id.to_string(),
+            None => break,
+        }
+        entries.extend(page);
+    }
     println!();
     println!("details ({}):", entries.len());
     for e in &entries {

@@ -200,6 +200,8 @@ pub async fn prepare_at(
         };
         let msg = if field.is_empty() || path.is_empty() {
             "is required".to_string()
+        } else if e.field(&field).is_some_and(|f| f.secret) {
+            secret_problem(err.kind()).to_string()
         } else {
             err.to_string()
         };
@@ -280,6 +282,27 @@ pub async fn prepare_at(
         id: call.id,
         values,
     })
+}
+
+/// What is wrong with a secret's value, without the value.
+fn secret_problem(kind: &jsonschema::error::ValidationErrorKind) -> &'static str {
+    use jsonschema::error::ValidationErrorKind as K;
+    match kind {
+        K::MaxLength { .. } => "is too long",
+        K::MinLength { .. } => "is too short",
+        K::Type { .. } => "must be a string",
+        // `anyOf: [<the field's schema>, null]`: the field's own problem.
+        K::AnyOf { context } => {
+            let problems: Vec<_> = context
+                .iter()
+                .flatten()
+                .map(|e| secret_problem(e.kind()))
+                .collect();
+            let length = problems.iter().find(|p| p.starts_with("is too"));
+            length.or(problems.first()).copied().unwrap_or("is invalid")
+        }
+        _ => "is invalid",
+    }
 }
 
 fn role_name(r: Role) -> &'static str {

@@ -1,4 +1,5 @@
-//! Stored rows become API objects: every column in entity order, secrets left out.
+//! Stored rows become API objects: every column in entity order, secrets left out; and the
+//! cells of their CSV form, formulas neutralised.
 
 use crate::schema::Entity;
 use crate::storage::Row;
@@ -44,4 +45,23 @@ pub fn csv_cell(v: &Json) -> String {
         Json::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// The CSV cell of column `name` of an object: text fields (string, text, enum) escaped so a
+/// spreadsheet never runs them as formulas ([`crate::csvsafe`]); other columns hold validated
+/// values (numbers, booleans, dates, ids) and are written as they are.
+pub fn csv_field(e: &Entity, name: &str, v: &Json) -> String {
+    let cell = csv_cell(v);
+    if e.field(name).is_some_and(is_text) {
+        crate::csvsafe::escape(&cell).into_owned()
+    } else {
+        cell
+    }
+}
+
+/// Whether a field holds free text in CSV (string, text, enum), as opposed to a validated
+/// number, boolean, date or id.
+pub fn is_text(f: &crate::schema::Field) -> bool {
+    use crate::schema::FieldType as T;
+    matches!(f.ty, T::String | T::Text | T::Enum(_))
 }

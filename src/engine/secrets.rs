@@ -18,7 +18,7 @@ pub fn problem(e: &Entity, name: &str, plain: &str) -> Option<String> {
     if let Some(max) = f.max_length
         && plain.chars().count() as u64 > max
     {
-        return Some(format!("is longer than {max} characters"));
+        return Some(format!("is too long (at most {max} characters)"));
     }
     if plain.contains('\0') {
         return Some("text may not contain NUL characters".into());

@@ -8,11 +8,12 @@ use super::{AppState, Authed, json_response};
 use crate::engine::Caller;
 use crate::jobs::Jobs;
 use crate::jobs::record::{Request as BgRequest, detail_json};
+use crate::jobs::watch::{PAGE, Snapshot, StreamSlot};
 use futures::StreamExt;
 use poem::http::StatusCode;
 use poem::web::sse::{Event, SSE};
 use poem::web::{Data, Path};
-use poem::{Body, Request, Response, handler};
+use poem::{Body, IntoResponse, Request, Response, handler};
 use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +76,11 @@ pub async fn list(
     ))
 }
 
+/// Most details entries in one reply of `GET /bgrs/<rid>/details`.
+pub const DETAILS_PAGE: i64 = 1000;
+
+/// `GET /bgrs/<rid>/details`: entries oldest first, at most `limit` (1 to
+/// [`DETAILS_PAGE`], default the most); `since=<entry id>` goes on after that entry.
 #[handler]
 pub async fn details(
     req: &Request,
@@ -83,14 +89,28 @@ pub async fn details(
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
     visible(state, &caller, &rid).await?;
-    let since = match body::query_param(&body::query_pairs(req)?, "since") {
+    let pairs = body::query_pairs(req)?;
+    let since = match body::query_param(&pairs, "since") {
         None => 0,
         Some(s) => s
             .trim()
             .parse::<i64>()
             .map_err(|_| ApiError::BadRequest("`since` must be an entry id".into()))?,
     };
-    let rows = state.jobs.details(&rid, since, 1_000_000).await?;
+    let limit = match body::query_param(&pairs, "limit") {
+        None => DETAILS_PAGE,
+        Some(s) => s
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=DETAILS_PAGE).contains(n))
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "`limit` must be an integer from 1 to {DETAILS_PAGE}"
+                ))
+            })?,
+    };
+    let rows = state.jobs.details(&rid, since, limit).await?;
     Ok(json_response(
         StatusCode::OK,
         &Json::Array(rows.iter().map(detail_json).collect()),
@@ -208,81 +228,127 @@ pub async fn media(
     result_of(state, &caller, rid).await
 }
 
-/// Server-Sent Events: `progress` (the record) whenever it changes, `detail` per new details
-/// entry, and a last `finished` event.
+/// Server-Sent Events: every `detail` entry in order, `progress` (the record) whenever it
+/// changes, and a last `finished` event. The streams of one request share one watcher
+/// ([`crate::jobs::watch`]); a user holds at most `max_streams_per_user` streams at once
+/// (429 with `Retry-After` beyond).
 #[handler]
 pub async fn events(
     Path(rid): Path<String>,
     Authed(caller): Authed,
     Data(state): Data<&Arc<AppState>>,
-) -> Result<SSE> {
+) -> Result<Response> {
     visible(state, &caller, &rid).await?;
-    let jobs = state.jobs.clone();
-    struct S {
-        jobs: Jobs,
-        rid: String,
-        since: i64,
-        last: Option<String>,
-        done: bool,
-        first: bool,
-    }
-    let start = S {
-        jobs,
+    let Some(slot) = state.jobs.stream_slot(caller.id) else {
+        let mut resp = json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            &serde_json::json!({
+                "error": "too_many_streams",
+                "description": format!(
+                    "at most {} event streams may be open at once; close one and try again",
+                    state.settings.max_streams_per_user
+                ),
+            }),
+        );
+        resp.headers_mut()
+            .insert("retry-after", poem::http::HeaderValue::from_static("5"));
+        return Ok(resp);
+    };
+    let start = Follow {
+        rx: state.jobs.watch(&rid),
+        jobs: state.jobs.clone(),
         rid,
         since: 0,
         last: None,
         done: false,
-        first: true,
+        _slot: slot,
     };
     let stream = futures::stream::unfold(start, |mut s| async move {
-        if s.done {
-            return None;
-        }
-        if !s.first {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        s.first = false;
-        let mut events = Vec::new();
-        // The record first, so that a finished request's last details are read below.
-        let current = s.jobs.load(&s.rid).await;
-        const PAGE: i64 = 10_000;
-        let mut more = false;
-        if let Ok(rows) = s.jobs.details(&s.rid, s.since, PAGE).await {
-            for row in &rows {
-                let d = detail_json(row);
-                s.since = row[0].as_i64().unwrap_or(s.since);
-                events.push(
-                    Event::message(d.to_string())
-                        .event_type("detail")
-                        .id(s.since.to_string()),
-                );
+        loop {
+            if s.done {
+                return None;
             }
-            // A full page: send it and read on at once; `finished` waits for the last page.
-            more = rows.len() as i64 == PAGE;
-        }
-        if more {
-            s.first = true;
-            return Some((futures::stream::iter(events), s));
-        }
-        match current {
-            Ok(Some(r)) => {
-                let rec = r.to_json();
-                let key = format!("{}/{}", rec["progress"], rec["status_id"]);
-                if s.last.as_deref() != Some(key.as_str()) {
-                    events.push(Event::message(rec.to_string()).event_type("progress"));
-                    s.last = Some(key);
-                }
-                if !r.is_open() {
-                    events.push(Event::message(rec.to_string()).event_type("finished"));
-                    s.done = true;
-                }
+            let snap = s.rx.borrow_and_update().clone();
+            let out = s.next_events(&snap).await;
+            if !out.is_empty() {
+                return Some((futures::stream::iter(out), s));
             }
-            _ => s.done = true,
+            if s.done || s.rx.changed().await.is_err() {
+                return None;
+            }
         }
-        Some((futures::stream::iter(events), s))
     })
     .flatten();
-    Ok(SSE::new(stream).keep_alive(Duration::from_secs(15)))
+    Ok(SSE::new(stream)
+        .keep_alive(Duration::from_secs(15))
+        .into_response())
+}
+
+/// One stream's place in its request's snapshots.
+struct Follow {
+    rx: tokio::sync::watch::Receiver<Arc<Snapshot>>,
+    jobs: Jobs,
+    rid: String,
+    /// The last entry sent.
+    since: i64,
+    /// Progress and status of the last `progress` event.
+    last: Option<String>,
+    done: bool,
+    _slot: StreamSlot,
+}
+
+impl Follow {
+    fn detail(&mut self, id: i64, json: &str) -> Event {
+        self.since = id;
+        Event::message(json).event_type("detail").id(id.to_string())
+    }
+
+    /// The events `snap` holds for this stream: entries not sent yet (older ones read from the
+    /// database a page at a time), then the record when it changed, then `finished`.
+    async fn next_events(&mut self, snap: &Snapshot) -> Vec<Event> {
+        let mut out = Vec::new();
+        if !snap.loaded {
+            return out;
+        }
+        if snap.after(self.since).is_none() {
+            // Behind the entries the watcher keeps: a page from the database; a full page
+            // is sent at once and the rest read on the next turn.
+            let Ok(rows) = self.jobs.details(&self.rid, self.since, PAGE).await else {
+                self.done = true;
+                return out;
+            };
+            for row in &rows {
+                let id = row[0].as_i64().unwrap_or(self.since);
+                out.push(self.detail(id, &detail_json(row).to_string()));
+            }
+            if rows.len() as i64 == PAGE {
+                return out;
+            }
+            // Everything up to the kept entries has been read.
+            self.since = self.since.max(snap.tail_from);
+        }
+        if let Some(kept) = snap.after(self.since) {
+            let kept: Vec<(i64, Arc<str>)> = kept.map(|e| (e.id, e.json.clone())).collect();
+            for (id, json) in kept {
+                out.push(self.detail(id, &json));
+            }
+        }
+        match &snap.record {
+            Some(rec) => {
+                let key = format!("{}/{}", rec["progress"], rec["status_id"]);
+                if self.last.as_deref() != Some(key.as_str()) {
+                    out.push(Event::message(rec.to_string()).event_type("progress"));
+                    self.last = Some(key);
+                }
+                if snap.over {
+                    out.push(Event::message(rec.to_string()).event_type("finished"));
+                    self.done = true;
+                }
+            }
+            None => self.done = true,
+        }
+        out
+    }
 }
 
 /// `DELETE /bgrs/<rid>`: cancels an unfinished request. The worker stops before its next

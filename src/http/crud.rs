@@ -74,7 +74,9 @@ fn csv_response(e: &crate::schema::Entity, items: &[Json]) -> Result<Response> {
     let internal = |_| ApiError::Call(CallError::Internal);
     w.write_record(&header).map_err(internal)?;
     for item in items {
-        let cells = header.iter().map(|h| render::csv_cell(&item[h.as_str()]));
+        let cells = header
+            .iter()
+            .map(|h| render::csv_field(e, h, &item[h.as_str()]));
         w.write_record(cells).map_err(internal)?;
     }
     let bytes = w

@@ -10,6 +10,7 @@ pub mod queue;
 pub mod record;
 mod runner;
 pub mod sweeper;
+pub mod watch;
 
 use crate::engine::Engine;
 use crate::settings::Settings;
@@ -44,6 +45,8 @@ pub struct Jobs {
     /// This server's worker identity (unique per start).
     pub worker_id: String,
     wake: Arc<Notify>,
+    /// Shared watchers of requests for event streams, and open streams per user.
+    watchers: Arc<watch::Watchers>,
 }
 
 impl Jobs {
@@ -59,6 +62,7 @@ impl Jobs {
             settings,
             worker_id,
             wake: Arc::new(Notify::new()),
+            watchers: Arc::default(),
         }
     }
 

@@ -118,6 +118,10 @@ pub fn responses() -> Json {
         ("410", "the result was kept for its keep time and is gone"),
         ("413", "over a size limit"),
         ("415", "wrong content type"),
+        (
+            "429",
+            "too many at once: try again after `Retry-After` seconds",
+        ),
     ] {
         m.insert(
             format!("E{code}"),
@@ -210,9 +214,13 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
     );
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}/details"),
-        json!({"get": {"summary": "The log of a background request", "tags": ["bgrs"],
-            "parameters": [rid, {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}}],
-            "responses": with(ok("entries in order", json_content(json!({"type": "array", "items": reference("Detail")}))), &["400", "401", "404"])}}),
+        json!({"get": {"summary": "The log of a background request, a page at a time",
+            "description": "Entries oldest first, at most `limit` (at most 1000) per reply; `since` (the id of the last entry received) goes on after that entry.",
+            "tags": ["bgrs"],
+            "parameters": [rid,
+                {"name": "since", "in": "query", "description": "only entries after the entry with this id", "schema": {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}},
+                {"name": "limit", "in": "query", "description": "most entries in the reply (default 1000)", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1000}}],
+            "responses": with(ok("at most `limit` entries in order", json_content(json!({"type": "array", "maxItems": 1000, "items": reference("Detail")}))), &["400", "401", "404"])}}),
     );
     let result_content = json!({
         "application/json": {"schema": {}},
@@ -225,8 +233,10 @@ pub fn paths(prefix: &str, paths: &mut Map<String, Json>) {
     );
     paths.insert(
         format!("{prefix}/bgrs/{{rid}}/events"),
-        json!({"get": {"summary": "Server-Sent Events of progress and log entries until the request finishes", "tags": ["bgrs"], "parameters": [rid],
-            "responses": with(ok("an event stream: `detail` events carry a Detail, `progress` and `finished` events a BgRequest, as JSON", json!({"text/event-stream": {"schema": {}}})), &["401", "404"])}}),
+        json!({"get": {"summary": "Server-Sent Events of progress and log entries until the request finishes",
+            "description": "A user may hold a limited number of streams open at once (`--max-streams-per-user`, default 16); beyond it, 429 with `Retry-After`.",
+            "tags": ["bgrs"], "parameters": [rid],
+            "responses": with(ok("an event stream: `detail` events carry a Detail, `progress` and `finished` events a BgRequest, as JSON", json!({"text/event-stream": {"schema": {}}})), &["401", "404", "429"])}}),
     );
     paths.insert(
         format!("{prefix}/media/keep1m/{{file}}"),

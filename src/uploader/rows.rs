@@ -1,6 +1,10 @@
 //! One CSV row: its system columns, the call it stands for, and its cells in the result file.
+//! Cells are read with [`csvsafe::unescape`] and echoed with [`csvsafe`]'s escaping, so that
+//! a result opened in a spreadsheet runs no formula and can be uploaded again as it is;
+//! cells of secret fields are blank in the result.
 
-use crate::engine::{Call, CallError, Op, prepare};
+use crate::csvsafe;
+use crate::engine::{Call, CallError, Op, prepare, render};
 use crate::schema::Entity;
 use serde_json::Value as Json;
 use std::borrow::Cow;
@@ -14,6 +18,30 @@ pub struct Columns {
     pub res: Option<usize>,
     /// Secret columns hold sealed values ([`crate::engine::secrets`]).
     pub sealed: bool,
+    /// What each column holds, by position.
+    pub kinds: Vec<Kind>,
+}
+
+/// What a column holds, for echoing its cells into the result file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `res`, `op`, `id`, or a field that is not text (number, boolean, date, reference).
+    Plain,
+    /// A string, text or enum field.
+    Text,
+    /// A secret field (a password): never echoed.
+    Secret,
+}
+
+impl Kind {
+    /// The result-file cell of an uploaded cell of this kind.
+    fn echo(self, cell: &str) -> Cow<'_, str> {
+        match self {
+            Kind::Secret => Cow::Borrowed(""),
+            Kind::Text => csvsafe::escape(csvsafe::unescape(cell)),
+            Kind::Plain => csvsafe::escape_plain(csvsafe::unescape(cell)),
+        }
+    }
 }
 
 impl Columns {
@@ -43,12 +71,21 @@ impl Columns {
             }
         }
         let op = op.ok_or("header: the `op` column is missing")?;
+        let kinds = header
+            .iter()
+            .map(|h| match e.field(h) {
+                Some(f) if f.secret => Kind::Secret,
+                Some(f) if render::is_text(f) => Kind::Text,
+                _ => Kind::Plain,
+            })
+            .collect();
         Ok(Columns {
             names: header.to_vec(),
             op,
             id,
             res,
             sealed: false,
+            kinds,
         })
     }
 
@@ -115,7 +152,7 @@ pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
             .enumerate()
             .filter(|(i, _)| *i != cols.op && Some(*i) != cols.id && Some(*i) != cols.res)
             .filter_map(|(i, name)| {
-                let v = rec.get(i).unwrap_or("");
+                let v = csvsafe::unescape(rec.get(i).unwrap_or(""));
                 (!v.is_empty()).then(|| (name.clone(), v.to_string()))
             });
         match prepare::coerce_strings(e, pairs) {
@@ -132,13 +169,10 @@ pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
     })
 }
 
-/// A `res` text safe to open in a spreadsheet: never starts with `=`, `+`, `-` or `@`.
+/// A `res` text safe to open in a spreadsheet: one line, escaped like a text cell.
 pub fn safe_text(s: &str) -> String {
     let one_line = s.replace(['\r', '\n'], " ");
-    match one_line.chars().next() {
-        Some('=' | '+' | '-' | '@') => format!("'{one_line}"),
-        _ => one_line,
-    }
+    csvsafe::escape(&one_line).into_owned()
 }
 
 /// The `res` text and the status of a row's outcome.
@@ -168,12 +202,18 @@ pub fn changed_cells(
                 Json::Null => String::new(),
                 other => other.to_string(),
             };
-            Some((i + shift, text))
+            let cell = match cols.kinds[i] {
+                Kind::Secret => return None,
+                Kind::Text => csvsafe::escape(&text).into_owned(),
+                Kind::Plain => csvsafe::escape_plain(&text).into_owned(),
+            };
+            Some((i + shift, cell))
         })
         .collect()
 }
 
-/// The result cells of a record: `res` and `id` set, the rest as uploaded.
+/// The result cells of a record: `res` and `id` set, the rest as uploaded (escaped, secrets
+/// blank).
 pub fn result_cells<'a>(
     cols: &Columns,
     rec: &'a csv::StringRecord,
@@ -194,12 +234,13 @@ pub fn result_cells<'a>(
         out.push(id_text(""));
     }
     for (i, v) in rec.iter().enumerate() {
+        let kind = cols.kinds.get(i).copied().unwrap_or(Kind::Plain);
         if Some(i) == cols.res {
-            out.push(Cow::Borrowed(res.unwrap_or(v)));
-        } else if Some(i) == cols.id {
+            out.push(res.map_or_else(|| kind.echo(v), Cow::Borrowed));
+        } else if Some(i) == cols.id && new_id.is_some() {
             out.push(id_text(v));
         } else {
-            out.push(Cow::Borrowed(v));
+            out.push(kind.echo(v));
         }
     }
     out

@@ -53,8 +53,10 @@ pub fn seal_file(path: &Path, layout: &Layout, e: &Entity) -> Result<bool, Uploa
                 if cell.is_empty() {
                     continue;
                 }
+                // The row reads the cell unescaped; the secret is what it reads.
+                let plain = crate::csvsafe::unescape(cell).to_string();
                 let mut one = Map::new();
-                one.insert((*name).to_string(), Json::String(std::mem::take(cell)));
+                one.insert((*name).to_string(), Json::String(plain));
                 secrets::seal_blocking(e, &mut one);
                 if let Some(Json::String(s)) = one.remove(*name) {
                     // Sealed values never begin with a formula character: no escaping needed.

@@ -211,3 +211,24 @@ pub fn error_code(body: &Json) -> String {
     }
     obj["error"].as_str().unwrap().to_string()
 }
+
+/// Every details entry of request `rid`, walking the pages of `GET /bgrs/<rid>/details`.
+pub async fn all_details(app: &TestApp, rid: &str) -> Vec<Json> {
+    let mut all: Vec<Json> = Vec::new();
+    loop {
+        let since = all.last().map_or("0", |e| e["id"].as_str().unwrap());
+        let (s, page) = json(
+            app.admin(Method::GET, &format!("/bgrs/{rid}/details?since={since}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{page}");
+        let page = page.as_array().unwrap().clone();
+        if page.is_empty() {
+            return all;
+        }
+        all.extend(page);
+    }
+}

@@ -6,6 +6,7 @@
   const { $, el, api, getJson, describe } = Tools;
   const PAGE = 100;
   const LOG_LINES = 500;
+  const DETAILS_PAGE = 1000; // most entries in one reply of /bgrs/<rid>/details
   const REFRESH_MS = 3000;
 
   let offset = 0;
@@ -64,12 +65,20 @@
 
   async function fillLog(r, cell) {
     try {
-      const entries = await getJson(`/bgrs/${encodeURIComponent(r.rid)}/details`);
-      const shown = entries.slice(-LOG_LINES);
+      // The log comes a page at a time (at most DETAILS_PAGE entries): keep the last lines.
+      let shown = [];
+      let total = 0;
+      for (let since = 0; ;) {
+        const page = await getJson(`/bgrs/${encodeURIComponent(r.rid)}/details?since=${since}`);
+        total += page.length;
+        shown = shown.concat(page).slice(-LOG_LINES);
+        if (page.length < DETAILS_PAGE) break;
+        since = page[page.length - 1].id;
+      }
       const text = shown.map((d) => `${d.dt}  ${d.details}`).join('\n');
       cell.replaceChildren(
-        entries.length > LOG_LINES
-          ? el('div', { className: 'muted' }, `The last ${LOG_LINES} of ${entries.length.toLocaleString('en')} log lines:`)
+        total > LOG_LINES
+          ? el('div', { className: 'muted' }, `The last ${LOG_LINES} of ${total.toLocaleString('en')} log lines:`)
           : '',
         el('pre', {}, text || 'No log lines yet.'),
       );

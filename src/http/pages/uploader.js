@@ -7,6 +7,7 @@
   const PREVIEW_BYTES = 64 * 1024;
   const PREVIEW_ROWS = 5;
   const DETAIL_LINES = 10;
+  const DETAILS_PAGE = 1000; // most entries in one reply of /bgrs/<rid>/details
   const RUN_KEY = 'entiserve.upload';
 
   let campaignsLoaded = false;
@@ -319,9 +320,7 @@
         }
         if (!resp.ok) throw new Error(await describe(resp));
         const [rec] = await resp.json();
-        const entries = await getJson(`/bgrs/${mine.rid}/details?since=${mine.lastDetail}`);
-        if (run !== mine) return;
-        entries.forEach(addDetail);
+        if (!(await readDetails(mine))) return;
         setProgress(rec.progress);
         statusLine(rec);
         if (rec.status_id !== '2') {
@@ -385,12 +384,24 @@
     return counts;
   }
 
+  /**
+   * Reads the log entries after the last one shown, page by page (the server sends at most
+   * DETAILS_PAGE per reply). False when another run took over meanwhile.
+   */
+  async function readDetails(mine) {
+    for (;;) {
+      const entries = await getJson(`/bgrs/${encodeURIComponent(mine.rid)}/details?since=${mine.lastDetail}`);
+      if (run !== mine) return false;
+      entries.forEach(addDetail);
+      if (entries.length < DETAILS_PAGE) return true;
+    }
+  }
+
   /** Reads the log entries the stream did not deliver before it ended. */
   async function catchUpDetails() {
     const mine = run;
     try {
-      const entries = await getJson(`/bgrs/${encodeURIComponent(mine.rid)}/details?since=${mine.lastDetail}`);
-      if (run === mine) entries.forEach(addDetail);
+      await readDetails(mine);
     } catch (_) {
       // the lines shown so far stay
     }
