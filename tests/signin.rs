@@ -411,3 +411,54 @@ async fn background_work_never_stores_a_secret_in_clear() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn expired_tokens_are_refused_and_purged() {
+    use entiserve::auth::{Auth, AuthError, password};
+    use entiserve::schema::ColType;
+    use entiserve::storage::{self, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let db = pg().await;
+    let url = match &db {
+        Some(d) => d.url.clone(),
+        None => format!("sqlite://{}", dir.path().join("t.db").display()),
+    };
+    let store = storage::connect(&url).await.unwrap();
+    let hash = password::hash("purge-password").unwrap();
+    store
+        .execute(
+            "INSERT INTO \"users\" (\"login\", \"password\", \"role\", \"created_dt\", \"updated_dt\") VALUES ('pat', $1, 'user', '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+                .replace("$1", if url.starts_with("sqlite") { "?1" } else { "$1" })
+                .as_str(),
+            &[Value::text(hash)],
+        )
+        .await
+        .unwrap();
+    let auth = Auth::new(store.clone(), 5);
+    let short = auth
+        .issue("pat", "purge-password", Duration::from_secs(1), None)
+        .await
+        .unwrap();
+    let long = auth
+        .issue("pat", "purge-password", Duration::from_secs(3600), None)
+        .await
+        .unwrap();
+    let count = || async {
+        store
+            .fetch("SELECT COUNT(*) FROM \"auth_tokens\"", &[], &[ColType::Int])
+            .await
+            .unwrap()[0][0]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(count().await, 2);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert!(matches!(
+        auth.token(&short.token).await,
+        Err(AuthError::BadToken)
+    ));
+    assert_eq!(auth.purge().await.unwrap(), 1);
+    assert_eq!(count().await, 1);
+    assert!(auth.token(&long.token).await.is_ok());
+    store.close().await;
+}
