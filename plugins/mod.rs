@@ -101,6 +101,9 @@ pub struct Start<'a> {
     pub state: &'a mut Json,
     /// Lines for the request's details.
     pub notes: Vec<String>,
+    /// Contention met in `tx`: the start is rolled back and runs again from the state it
+    /// began with (the hook's `Err` is then no refusal).
+    pub failed: Option<crate::storage::StorageError>,
 }
 
 /// The plugins entity files may name.

@@ -181,14 +181,24 @@ async fn create(
             })
         })
         .collect();
-    let (outcomes, _) = s
+    // The start transaction is already open: the calls are checked inside it.
+    let prepared = s.engine.prepare_chunk(s.caller, calls).await;
+    let outcomes = match s
         .engine
-        .run_chunk(&mut *s.tx, s.caller, calls, true)
+        .execute_chunk(&mut *s.tx, s.caller, &prepared, true)
         .await
-        .map_err(|e| {
+    {
+        Ok(o) => o,
+        Err(e) if e.contention().is_some() => {
+            // Not a refusal: the start runs again.
+            s.failed = Some(e);
+            return Err("another writer was in the way".to_string());
+        }
+        Err(e) => {
             tracing::error!(error = %e, "creating markers failed");
-            "the database failed".to_string()
-        })?;
+            return Err("the database failed".to_string());
+        }
+    };
     outcomes
         .into_iter()
         .map(|o| match o {

@@ -6,6 +6,7 @@
 
 use super::Plan;
 use super::rows::{self, Columns, Work};
+use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
 use crate::jobs::Jobs;
 use crate::jobs::queue::{add_detail, insert_rows};
@@ -166,90 +167,76 @@ pub async fn rows(
             }
         }
         let want_lines = !matches!(sink, Sink::Quiet);
-        let mut tx = jobs.storage.begin().await?;
-        let (outcomes, changed) = match jobs
-            .engine
-            .run_chunk(tx.as_mut(), caller, calls, false)
-            .await
-        {
-            Ok(x) => x,
-            Err(e) => {
-                let _ = tx.rollback().await;
-                return Err(e);
+        // Prepared once, outside the transaction; a retry runs the same prepared calls.
+        let prepared = jobs.engine.prepare_chunk(caller, calls).await;
+        let mut retry = Retry::new("upload chunk");
+        let committed = loop {
+            let attempt = async {
+                if retry.attempt() > 1 {
+                    // Back to the committed length: the failed attempt's lines are void.
+                    out.set_len(cursor as u64).map_err(io_err)?;
+                    out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
+                }
+                let mut tx = jobs.storage.begin().await?;
+                let outcomes = match jobs
+                    .engine
+                    .execute_chunk(tx.as_mut(), caller, &prepared, false)
+                    .await
+                {
+                    Ok(x) => x,
+                    Err(e) => {
+                        let _ = tx.rollback().await;
+                        return Err(e);
+                    }
+                };
+                let lines = Lines {
+                    first_line: done + 1,
+                    records: &records,
+                    kinds: &kinds,
+                    changed_cells: &changed_cells,
+                    want_lines,
+                };
+                let (bytes, lines) = lines.render(&plan, &cols, encoding, &outcomes)?;
+                out.write_all(&bytes).map_err(io_err)?;
+                out.flush().map_err(io_err)?;
+                let cursor = cursor + bytes.len() as i64;
+                let done = done + records.len() as i64;
+                if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
+                    let _ = tx.rollback().await;
+                    return Ok(None);
+                }
+                if matches!(sink, Sink::Details) && !lines.is_empty() {
+                    let now = crate::time::now();
+                    let rows = lines
+                        .iter()
+                        .map(|l| vec![Value::text(&req.rid), Value::text(&now), Value::text(l)])
+                        .collect();
+                    insert_rows(
+                        tx.as_mut(),
+                        d,
+                        "bg_details",
+                        &["rid", "dt", "details"],
+                        rows,
+                    )
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(Some((outcomes, lines, cursor, done)))
+            }
+            .await;
+            match attempt {
+                Ok(c) => break c,
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
             }
         };
-        let mut outcomes = outcomes.into_iter();
-        let mut text = Vec::with_capacity(records.len() * 64);
-        let mut lines = Vec::new();
-        {
-            let mut w = csv::WriterBuilder::new()
-                .delimiter(plan.layout.separator)
-                .terminator(csv::Terminator::CRLF)
-                .from_writer(&mut text);
-            for (i, (rec, kind)) in records.iter().zip(&kinds).enumerate() {
-                let line = done + i as i64 + 1;
-                match kind {
-                    None => w.write_record(
-                        rows::result_cells(&cols, rec, None, None)
-                            .iter()
-                            .map(|c| c.as_bytes()),
-                    ),
-                    Some(creates) => {
-                        let o = outcomes.next().unwrap_or(Err(CallError::Internal));
-                        let (status, res) = rows::res_of(&o);
-                        let new_id = match &o {
-                            Ok(obj) if *creates => obj["id"].as_i64(),
-                            _ => None,
-                        };
-                        if want_lines {
-                            lines.push(format!("Line: {line} done. Result: {status}. {res}"));
-                        }
-                        let mut cells = rows::result_cells(&cols, rec, Some(&res), new_id);
-                        if o.is_ok()
-                            && let Some(changes) = changed_cells.get_mut(i)
-                        {
-                            for (at, value) in changes.drain(..) {
-                                cells[at] = value.into();
-                            }
-                        }
-                        w.write_record(cells.iter().map(|c| c.as_bytes()))
-                    }
-                }
-                .map_err(io_err)?;
-            }
-            w.flush().map_err(io_err)?;
-        }
-        let text = String::from_utf8(text).map_err(io_err)?;
-        let mut bytes = Vec::with_capacity(text.len());
-        super::validate::encode(&text, encoding, &mut bytes);
-        out.write_all(&bytes).map_err(io_err)?;
-        out.flush().map_err(io_err)?;
-        cursor += bytes.len() as i64;
-        done += records.len() as i64;
-        if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
-            let _ = tx.rollback().await;
+        let Some((outcomes, lines, new_cursor, new_done)) = committed else {
             tracing::warn!(rid = %req.rid, "lost the lease of an upload; another worker has it");
             return Ok(());
-        }
-        if matches!(sink, Sink::Details) && !lines.is_empty() {
-            let now = crate::time::now();
-            let rows = lines
-                .iter()
-                .map(|l| vec![Value::text(&req.rid), Value::text(&now), Value::text(l)])
-                .collect();
-            insert_rows(
-                tx.as_mut(),
-                d,
-                "bg_details",
-                &["rid", "dt", "details"],
-                rows,
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        for p in &changed {
-            jobs.engine.after(p);
-        }
+        };
+        cursor = new_cursor;
+        done = new_done;
+        jobs.engine.after_chunk(&prepared, &outcomes);
         if let Sink::Stream(s) = &sink {
             for l in lines {
                 let _ = s.send(l).await;
@@ -277,10 +264,104 @@ pub async fn rows(
     Ok(())
 }
 
+/// The rows of one chunk, to be written to the result file once their calls ran.
+struct Lines<'a> {
+    /// Line number of the first record.
+    first_line: i64,
+    records: &'a [csv::StringRecord],
+    /// Per record: None for a skipped row, else whether it creates.
+    kinds: &'a [Option<bool>],
+    /// Per record: the cells the bundle's hooks changed.
+    changed_cells: &'a [Vec<(usize, String)>],
+    /// Whether to make the per-line progress messages.
+    want_lines: bool,
+}
+
+impl Lines<'_> {
+    /// The chunk's encoded result rows and its progress messages, from the outcomes of the
+    /// rows that ran (in order).
+    fn render(
+        &self,
+        plan: &Plan,
+        cols: &Columns,
+        encoding: &'static encoding_rs::Encoding,
+        outcomes: &[crate::engine::Outcome],
+    ) -> Result<(Vec<u8>, Vec<String>), StorageError> {
+        let mut outcomes = outcomes.iter();
+        let mut text = Vec::with_capacity(self.records.len() * 64);
+        let mut lines = Vec::new();
+        {
+            let mut w = csv::WriterBuilder::new()
+                .delimiter(plan.layout.separator)
+                .terminator(csv::Terminator::CRLF)
+                .from_writer(&mut text);
+            for (i, (rec, kind)) in self.records.iter().zip(self.kinds).enumerate() {
+                let line = self.first_line + i as i64;
+                match kind {
+                    None => w.write_record(
+                        rows::result_cells(cols, rec, None, None)
+                            .iter()
+                            .map(|c| c.as_bytes()),
+                    ),
+                    Some(creates) => {
+                        let internal = Err(CallError::Internal);
+                        let o = outcomes.next().unwrap_or(&internal);
+                        let (status, res) = rows::res_of(o);
+                        let new_id = match o {
+                            Ok(obj) if *creates => obj["id"].as_i64(),
+                            _ => None,
+                        };
+                        if self.want_lines {
+                            lines.push(format!("Line: {line} done. Result: {status}. {res}"));
+                        }
+                        let mut cells = rows::result_cells(cols, rec, Some(&res), new_id);
+                        if o.is_ok()
+                            && let Some(changes) = self.changed_cells.get(i)
+                        {
+                            for (at, value) in changes {
+                                cells[*at] = value.as_str().into();
+                            }
+                        }
+                        w.write_record(cells.iter().map(|c| c.as_bytes()))
+                    }
+                }
+                .map_err(io_err)?;
+            }
+            w.flush().map_err(io_err)?;
+        }
+        let text = String::from_utf8(text).map_err(io_err)?;
+        let mut bytes = Vec::with_capacity(text.len());
+        super::validate::encode(&text, encoding, &mut bytes);
+        Ok((bytes, lines))
+    }
+}
+
 /// Runs the `on_start` hooks of a bundle's plugins in one transaction that also stores their
 /// state with the request and logs their notes. Some(reason) when a hook refused: no row
-/// runs then.
+/// runs then. After contention the whole start runs again from the state it began with.
 async fn start_bundle(
+    jobs: &Jobs,
+    req: &Request,
+    caller: &Caller,
+    entity: &crate::schema::Entity,
+    plan: &mut Plan,
+) -> Result<Option<String>, StorageError> {
+    let mut retry = Retry::new("upload start");
+    loop {
+        let mut attempt = plan.clone();
+        match try_start(jobs, req, caller, entity, &mut attempt).await {
+            Ok(refused) => {
+                *plan = attempt;
+                return Ok(refused);
+            }
+            Err(e) if retry.again(&e).await => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One attempt at [`start_bundle`].
+async fn try_start(
     jobs: &Jobs,
     req: &Request,
     caller: &Caller,
@@ -299,9 +380,14 @@ async fn start_bundle(
             caller,
             state: &mut state,
             notes: Vec::new(),
+            failed: None,
         };
         let r = p.on_start(settings, &mut start).await;
         notes.append(&mut start.notes);
+        if let Some(e) = start.failed.take() {
+            let _ = tx.rollback().await;
+            return Err(e);
+        }
         if let Err(why) = r {
             tx.rollback().await?;
             let mut tx = jobs.storage.begin().await?;
