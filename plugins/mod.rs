@@ -88,6 +88,9 @@ pub struct Archive<'a> {
     pub state: serde_json::Map<String, Json>,
     /// Key prefixes of stored files, removed if the upload is refused.
     pub stored: Vec<String>,
+    /// The bytes the upload may still store; every plugin counts its files here before it
+    /// stores them.
+    pub budget: crate::files::StoreBudget,
     /// Lines for the request's details.
     pub notes: Vec<String>,
 }

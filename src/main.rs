@@ -56,6 +56,9 @@ enum Command {
     PdfPages {
         #[arg(long)]
         max_pages: usize,
+        /// Most bytes of one-page PDFs to write; the split stops as soon as they would pass it.
+        #[arg(long, default_value_t = u64::MAX)]
+        max_bytes: u64,
         input: PathBuf,
         out_dir: PathBuf,
     },
@@ -82,6 +85,9 @@ struct Limits {
     /// Most pages in a bundle's pages.pdf.
     #[arg(long, env = "ENTISERVE_PDF_MAX_PAGES", default_value_t = 5000)]
     pdf_max_pages: usize,
+    /// Most bytes one upload may store (one-page PDFs and res/ files together).
+    #[arg(long, env = "ENTISERVE_MAX_UPLOAD_STORE_BYTES", default_value_t = 1 << 30)]
+    max_upload_store_bytes: u64,
 }
 
 fn main() -> ExitCode {
@@ -93,9 +99,10 @@ fn main() -> ExitCode {
         Command::Bgrs(args) => entiserve::client::bgrs::run(args),
         Command::PdfPages {
             max_pages,
+            max_bytes,
             input,
             out_dir,
-        } => entiserve::pdf::child_main(&input, &out_dir, max_pages),
+        } => entiserve::pdf::child_main(&input, &out_dir, max_pages, max_bytes),
         Command::Serve {
             bind,
             data_dir,
@@ -112,6 +119,7 @@ fn main() -> ExitCode {
             s.zip.max_bytes = limits.zip_max_bytes;
             s.zip.max_ratio = limits.zip_max_ratio;
             s.pdf_max_pages = limits.pdf_max_pages;
+            s.max_upload_store_bytes = limits.max_upload_store_bytes;
             s.bind = bind;
             s.database_url = database_url.filter(|u| !u.is_empty());
             s.dev = dev;

@@ -33,6 +33,8 @@ pub struct Settings {
     pub zip: crate::uploader::bundle::ZipLimits,
     /// Most pages a bundle's pages.pdf may have.
     pub pdf_max_pages: usize,
+    /// Most bytes one upload may store (one-page PDFs and `res/` files together).
+    pub max_upload_store_bytes: u64,
     /// The `entiserve` executable that reads PDFs in a contained child process
     /// (`entiserve pdf-pages`); default: this process's own executable.
     pub helper_exe: PathBuf,
@@ -55,6 +57,7 @@ impl Settings {
             shutdown_grace: Duration::from_secs(30),
             zip: Default::default(),
             pdf_max_pages: 5000,
+            max_upload_store_bytes: 1 << 30,
             helper_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("entiserve")),
         }
     }
