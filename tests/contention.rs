@@ -10,6 +10,7 @@ use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value as Json, json};
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const ROWS: usize = 2000;
@@ -305,6 +306,21 @@ async fn overlapping_single_puts_of_the_same_rows_all_succeed() {
     app.stop().await;
 }
 
+/// Warnings logged by the servers of this test binary.
+static WARNINGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        WARNINGS.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// On PostgreSQL: a writer outside the server that takes row locks in the opposite order
 /// deadlocks with a batch; the batch is the victim (the outside session detects deadlocks
 /// late), is retried, and still answers 200 for every item.
@@ -317,6 +333,11 @@ async fn a_deadlock_with_another_writer_is_retried() {
         app.stop().await;
         return;
     };
+    tracing_subscriber::fmt()
+        .with_writer(|| Capture)
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .init();
     let ids = campaigns(&app, 2).await;
     let (low, high) = (ids[0], ids[1]);
     let before = entiserve::storage::contention::counts();
@@ -379,6 +400,14 @@ async fn a_deadlock_with_another_writer_is_retried() {
     assert!(
         after.deadlock_retries > before.deadlock_retries,
         "no deadlock was retried: {before:?} -> {after:?}"
+    );
+    let logged = String::from_utf8_lossy(&WARNINGS.lock().unwrap()).into_owned();
+    assert!(
+        logged.lines().any(|l| l.contains("WARN")
+            && l.contains("lost to another writer; retrying")
+            && l.contains("attempt=1")
+            && l.contains("class=deadlock")),
+        "no retry in the log: {logged}"
     );
     let now = names(&app).await;
     assert_eq!(
