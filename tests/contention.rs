@@ -151,8 +151,8 @@ async fn overlapping_synchronous_batches_of_the_same_rows_all_succeed() {
     app.stop().await;
 }
 
-/// Waits until request `rid` is finished; its result items.
-async fn finished_result(app: &TestApp, rid: &str) -> Vec<Json> {
+/// Waits until request `rid` is finished (with status 200); its stored result.
+async fn finished_result_text(app: &TestApp, rid: &str) -> String {
     let start = Instant::now();
     loop {
         let (s, b) = json(
@@ -173,14 +173,19 @@ async fn finished_result(app: &TestApp, rid: &str) -> Vec<Json> {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (s, b) = json(
-        app.admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(s, 200, "{b}");
+    let r = app
+        .admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
+}
+
+/// Waits until request `rid` is finished; its result items.
+async fn finished_result(app: &TestApp, rid: &str) -> Vec<Json> {
+    let text = finished_result_text(app, rid).await;
+    let b: Json = serde_json::from_str(&text).unwrap();
     b.as_array().unwrap().clone()
 }
 
@@ -231,23 +236,32 @@ fn update_csv(ids: &[i64], who: &str) -> Vec<u8> {
 async fn overlapping_uploads_of_the_same_rows_all_succeed() {
     let app = spawn_app().await;
     let ids = campaigns(&app, ROWS).await;
+    // Two run while their requests wait, two in the background.
     let who = ["upload a", "upload b", "upload c", "upload d"];
     let mut runs = Vec::new();
-    for w in who {
+    for (n, w) in who.into_iter().enumerate() {
+        let background = n >= 2;
         let csv = update_csv(&shuffled(&ids), w);
         let form = Form::new()
             .text("entity", "campaigns")
+            .text("bgrs", if background { "1" } else { "0" })
             .part("csvfile", Part::bytes(csv).file_name(format!("{w}.csv")));
         let r = app
             .admin(Method::POST, "/tools/uploader.ex.php")
             .multipart(form)
             .send();
+        let app = &app;
         runs.push(async move {
             let r = r.await.unwrap();
             let status = r.status();
             let text = r.text().await.unwrap();
-            assert_eq!(status, 200, "{text}");
-            text
+            if !background {
+                assert_eq!(status, 200, "{text}");
+                return text;
+            }
+            assert_eq!(status, 202, "{text}");
+            let b: Json = serde_json::from_str(&text).unwrap();
+            finished_result_text(app, b["request"].as_str().unwrap()).await
         });
     }
     for text in futures::future::join_all(runs).await {
