@@ -5,6 +5,7 @@
 //! is cut back to the committed length and the rows after it run again, nothing twice.
 
 use super::Plan;
+use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
@@ -28,7 +29,7 @@ pub enum Sink {
     Quiet,
 }
 
-fn io_err(e: impl std::fmt::Display) -> StorageError {
+pub(super) fn io_err(e: impl std::fmt::Display) -> StorageError {
     StorageError::Database(format!("upload file: {e}"))
 }
 
@@ -264,78 +265,6 @@ pub async fn rows(
     Ok(())
 }
 
-/// The rows of one chunk, to be written to the result file once their calls ran.
-struct Lines<'a> {
-    /// Line number of the first record.
-    first_line: i64,
-    records: &'a [csv::StringRecord],
-    /// Per record: None for a skipped row, else whether it creates.
-    kinds: &'a [Option<bool>],
-    /// Per record: the cells the bundle's hooks changed.
-    changed_cells: &'a [Vec<(usize, String)>],
-    /// Whether to make the per-line progress messages.
-    want_lines: bool,
-}
-
-impl Lines<'_> {
-    /// The chunk's encoded result rows and its progress messages, from the outcomes of the
-    /// rows that ran (in order).
-    fn render(
-        &self,
-        plan: &Plan,
-        cols: &Columns,
-        encoding: &'static encoding_rs::Encoding,
-        outcomes: &[crate::engine::Outcome],
-    ) -> Result<(Vec<u8>, Vec<String>), StorageError> {
-        let mut outcomes = outcomes.iter();
-        let mut text = Vec::with_capacity(self.records.len() * 64);
-        let mut lines = Vec::new();
-        {
-            let mut w = csv::WriterBuilder::new()
-                .delimiter(plan.layout.separator)
-                .terminator(csv::Terminator::CRLF)
-                .from_writer(&mut text);
-            for (i, (rec, kind)) in self.records.iter().zip(self.kinds).enumerate() {
-                let line = self.first_line + i as i64;
-                match kind {
-                    None => w.write_record(
-                        rows::result_cells(cols, rec, None, None)
-                            .iter()
-                            .map(|c| c.as_bytes()),
-                    ),
-                    Some(creates) => {
-                        let internal = Err(CallError::Internal);
-                        let o = outcomes.next().unwrap_or(&internal);
-                        let (status, res) = rows::res_of(o);
-                        let new_id = match o {
-                            Ok(obj) if *creates => obj["id"].as_i64(),
-                            _ => None,
-                        };
-                        if self.want_lines {
-                            lines.push(format!("Line: {line} done. Result: {status}. {res}"));
-                        }
-                        let mut cells = rows::result_cells(cols, rec, Some(&res), new_id);
-                        if o.is_ok()
-                            && let Some(changes) = self.changed_cells.get(i)
-                        {
-                            for (at, value) in changes {
-                                cells[*at] = value.as_str().into();
-                            }
-                        }
-                        w.write_record(cells.iter().map(|c| c.as_bytes()))
-                    }
-                }
-                .map_err(io_err)?;
-            }
-            w.flush().map_err(io_err)?;
-        }
-        let text = String::from_utf8(text).map_err(io_err)?;
-        let mut bytes = Vec::with_capacity(text.len());
-        super::validate::encode(&text, encoding, &mut bytes);
-        Ok((bytes, lines))
-    }
-}
-
 /// Runs the `on_start` hooks of a bundle's plugins in one transaction that also stores their
 /// state with the request and logs their notes. Some(reason) when a hook refused: no row
 /// runs then. After contention the whole start runs again from the state it began with.
@@ -412,74 +341,6 @@ async fn try_start(
     }
     tx.commit().await?;
     Ok(None)
-}
-
-/// The result lines of rows that did not run because the request was cancelled.
-fn not_run(
-    plan: &Plan,
-    cols: &Columns,
-    records: &[csv::StringRecord],
-    encoding: &'static encoding_rs::Encoding,
-    res_text: &str,
-) -> Result<Vec<u8>, StorageError> {
-    let mut text = Vec::with_capacity(records.len() * 64);
-    {
-        let mut w = csv::WriterBuilder::new()
-            .delimiter(plan.layout.separator)
-            .terminator(csv::Terminator::CRLF)
-            .from_writer(&mut text);
-        for rec in records {
-            let res = (!rows::is_skipped(cols, rec)).then_some(res_text);
-            w.write_record(
-                rows::result_cells(cols, rec, res, None)
-                    .iter()
-                    .map(|c| c.as_bytes()),
-            )
-            .map_err(io_err)?;
-        }
-        w.flush().map_err(io_err)?;
-    }
-    let mut bytes = Vec::with_capacity(text.len());
-    super::validate::encode(&String::from_utf8_lossy(&text), encoding, &mut bytes);
-    Ok(bytes)
-}
-
-/// Opens the result file: new with its header, or cut back to the committed length.
-fn open_result(
-    plan: &Plan,
-    path: &std::path::Path,
-    cols: &Columns,
-    cursor: u64,
-) -> Result<std::fs::File, StorageError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io_err)?;
-    }
-    if cursor > 0 {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(io_err)?;
-        f.set_len(cursor).map_err(io_err)?;
-        f.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
-        return Ok(f);
-    }
-    let mut f = std::fs::File::create(path).map_err(io_err)?;
-    let mut text = Vec::new();
-    {
-        let mut w = csv::WriterBuilder::new()
-            .delimiter(plan.layout.separator)
-            .terminator(csv::Terminator::CRLF)
-            .from_writer(&mut text);
-        w.write_record(cols.result_header()).map_err(io_err)?;
-        w.flush().map_err(io_err)?;
-    }
-    let mut bytes = Vec::new();
-    if plan.layout.bom && plan.encoding() == encoding_rs::UTF_8 {
-        bytes.extend_from_slice(&[0xEF, 0xBB, 0xBF]);
-    }
-    super::validate::encode(&String::from_utf8_lossy(&text), plan.encoding(), &mut bytes);
-    f.write_all(&bytes).map_err(io_err)?;
-    Ok(f)
 }
 
 /// Reads the working copy off the async executor, skipping the header and the rows already
