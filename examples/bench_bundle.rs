@@ -498,13 +498,14 @@ async fn baselines(
     let archive = dir.path().join("bundle.zip");
     std::fs::write(&archive, zip)?;
     let limits = entiserve::uploader::bundle::ZipLimits::default();
+    let store_cap = entiserve::settings::Settings::new("data", "entities").max_upload_store_bytes;
     let store = entiserve::files::LocalDir::new(dir.path().join("media"));
     let (mut extract, mut memory, mut files, mut child, mut put) = Default::default();
     for run in 1..=args.runs {
         let out = dir.path().join(format!("extract-{run}"));
         settle();
         let t = Instant::now();
-        let extracted = entiserve::uploader::bundle::extract(&archive, &out, &limits)?;
+        let extracted = entiserve::uploader::bundle::extract(&archive, &out, &limits, store_cap)?;
         Stats::push(&mut extract, elapsed_ms(t));
         ensure!(
             extracted.res.len() == args.pages,

@@ -88,6 +88,9 @@ pub struct Archive<'a> {
     pub state: serde_json::Map<String, Json>,
     /// Key prefixes of stored files, removed if the upload is refused.
     pub stored: Vec<String>,
+    /// The bytes the upload may still store; every plugin counts its files here before it
+    /// stores them.
+    pub budget: crate::files::StoreBudget,
     /// Lines for the request's details.
     pub notes: Vec<String>,
 }
@@ -101,6 +104,9 @@ pub struct Start<'a> {
     pub state: &'a mut Json,
     /// Lines for the request's details.
     pub notes: Vec<String>,
+    /// Contention met in `tx`: the start is rolled back and runs again from the state it
+    /// began with (the hook's `Err` is then no refusal).
+    pub failed: Option<crate::storage::StorageError>,
 }
 
 /// The plugins entity files may name.

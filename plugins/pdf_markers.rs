@@ -1,8 +1,9 @@
 //! `pdf_markers`: a bundle's `pages.pdf` becomes one marker per page, `page 001`, `page 002`,
 //! ..., in the upload's `campaign_id` (which must exist and be readable by the uploader) or in
 //! a new campaign named after the uploaded file. Each page is stored as a one-page PDF and
-//! linked from the marker's `file`. With `page_field` set (assets: `marker_id`), page numbers
-//! in that column of the bundle's CSV become the new markers' ids.
+//! linked from the marker's `file`; the pages count against the upload's store budget, and
+//! the split stops as soon as they would pass it (413). With `page_field` set (assets:
+//! `marker_id`), page numbers in that column of the bundle's CSV become the new markers' ids.
 //!
 //! Settings: `markers` (entity, default `markers`), `campaigns` (entity, default
 //! `campaigns`), `page_field` (optional).
@@ -43,22 +44,40 @@ impl Plugin for PdfMarkers {
             )));
         }
         let dir = a.work_dir.join("pages");
+        // The child stops splitting as soon as the pages would take more than the upload
+        // may still store.
+        let limits = crate::pdf::ChildLimits {
+            output: a.budget.left(),
+            ..Default::default()
+        };
         let count = crate::pdf::split_contained(
             &a.settings.helper_exe,
             &pdf,
             &dir,
             a.settings.pdf_max_pages,
-            &crate::pdf::ChildLimits::default(),
+            &limits,
         )
         .await
-        .map_err(|e| UploadError::BadRequest(e.to_string()))?;
+        .map_err(|e| match e {
+            crate::pdf::PdfError::TooMuchOutput { .. } => UploadError::from(a.budget.over()),
+            e => UploadError::BadRequest(e.to_string()),
+        })?;
+        let pages: Vec<std::path::PathBuf> = (1..=count)
+            .map(|n| dir.join(crate::pdf::page_file(n)))
+            .collect();
+        for p in &pages {
+            let len = std::fs::metadata(p)
+                .map_err(|e| UploadError::Io(e.to_string()))?
+                .len();
+            a.budget.take(len)?;
+        }
         let prefix = format!("{markers}/{}", a.bundle_id);
         a.stored.push(prefix.clone());
         let mut files = Vec::with_capacity(count);
-        for n in 1..=count {
-            let key = format!("{prefix}/pages/page-{n:03}.pdf");
+        for (i, page) in pages.iter().enumerate() {
+            let key = format!("{prefix}/pages/page-{:03}.pdf", i + 1);
             a.files
-                .put(&key, &dir.join(crate::pdf::page_file(n)))
+                .put(&key, page)
                 .await
                 .map_err(|e| UploadError::Io(e.to_string()))?;
             files.push(Json::String(crate::files::url_of(&key)));
@@ -182,14 +201,24 @@ async fn create(
             })
         })
         .collect();
-    let (outcomes, _) = s
+    // The start transaction is already open: the calls are checked inside it.
+    let prepared = s.engine.prepare_chunk(s.caller, calls).await;
+    let outcomes = match s
         .engine
-        .run_chunk(&mut *s.tx, s.caller, calls, true)
+        .execute_chunk(&mut *s.tx, s.caller, &prepared, true)
         .await
-        .map_err(|e| {
+    {
+        Ok(o) => o,
+        Err(e) if e.contention().is_some() => {
+            // Not a refusal: the start runs again.
+            s.failed = Some(e);
+            return Err("another writer was in the way".to_string());
+        }
+        Err(e) => {
             tracing::error!(error = %e, "creating markers failed");
-            "the database failed".to_string()
-        })?;
+            return Err("the database failed".to_string());
+        }
+    };
     outcomes
         .into_iter()
         .map(|o| match o {

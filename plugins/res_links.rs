@@ -1,7 +1,7 @@
 //! `res_links`: a bundle's `res/` folder is stored as it is in the file storage, under a
 //! prefix of its own; in objects the upload creates, every `res/<path>` in a text value,
 //! whole or inside text, becomes the stored file's URL. A link to a file the archive lacks
-//! fails that row.
+//! fails that row. The files count against the upload's store budget before any is stored.
 //!
 //! Settings: `fields` (list of fields to rewrite; default every string value).
 
@@ -22,6 +22,12 @@ impl Plugin for ResLinks {
         let Some(res) = a.res.take() else {
             return Ok(());
         };
+        for (_, file) in &res {
+            let len = std::fs::metadata(file)
+                .map_err(|e| UploadError::Io(e.to_string()))?
+                .len();
+            a.budget.take(len)?;
+        }
         let prefix = format!("{}/{}/res", a.entity, a.bundle_id);
         a.stored.push(format!("{}/{}", a.entity, a.bundle_id));
         // Path below res/ -> the stored file's URL, looked up by every row.

@@ -51,6 +51,49 @@ pub fn url_of(key: &str) -> String {
     out
 }
 
+/// An upload stored more bytes than [`StoreBudget`]'s cap allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the files of this upload would take more than {0} bytes (--max-upload-store-bytes)")]
+pub struct OverBudget(pub u64);
+
+/// The bytes one upload may store, counted as its files are made (the
+/// `max_upload_store_bytes` setting).
+#[derive(Debug, Clone)]
+pub struct StoreBudget {
+    cap: u64,
+    used: u64,
+}
+
+impl StoreBudget {
+    pub fn new(cap: u64) -> StoreBudget {
+        StoreBudget { cap, used: 0 }
+    }
+
+    /// The cap.
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
+    /// The bytes still allowed.
+    pub fn left(&self) -> u64 {
+        self.cap - self.used
+    }
+
+    /// Counts `bytes` more, or refuses them (counting nothing) when they pass the cap.
+    pub fn take(&mut self, bytes: u64) -> Result<(), OverBudget> {
+        if bytes > self.left() {
+            return Err(OverBudget(self.cap));
+        }
+        self.used += bytes;
+        Ok(())
+    }
+
+    /// The error for this budget's cap.
+    pub fn over(&self) -> OverBudget {
+        OverBudget(self.cap)
+    }
+}
+
 /// Files in a local directory (the default: `<data dir>/media/files`).
 pub struct LocalDir {
     root: PathBuf,
@@ -108,6 +151,22 @@ impl FileStore for LocalDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budget_counts_up_to_the_cap() {
+        let mut b = StoreBudget::new(10);
+        assert!(b.take(4).is_ok());
+        assert!(b.take(6).is_ok());
+        assert_eq!(b.left(), 0);
+        assert_eq!(b.take(1), Err(OverBudget(10)));
+        let mut b = StoreBudget::new(10);
+        assert_eq!(b.take(11), Err(OverBudget(10)));
+        assert_eq!(b.left(), 10);
+        assert_eq!(
+            OverBudget(1 << 30).to_string(),
+            "the files of this upload would take more than 1073741824 bytes (--max-upload-store-bytes)"
+        );
+    }
 
     #[test]
     fn keys_and_urls() {

@@ -56,6 +56,9 @@ enum Command {
     PdfPages {
         #[arg(long)]
         max_pages: usize,
+        /// Most bytes of one-page PDFs to write; the split stops as soon as they would pass it.
+        #[arg(long, default_value_t = u64::MAX)]
+        max_bytes: u64,
         input: PathBuf,
         out_dir: PathBuf,
     },
@@ -108,6 +111,9 @@ struct Limits {
     /// Most Server-Sent-Events streams (`/bgrs/<rid>/events`) one user may hold open.
     #[arg(long, env = "ENTISERVE_MAX_STREAMS_PER_USER", default_value_t = 16)]
     max_streams_per_user: usize,
+    /// Most bytes one upload may store (one-page PDFs and res/ files together).
+    #[arg(long, env = "ENTISERVE_MAX_UPLOAD_STORE_BYTES", default_value_t = 1 << 30)]
+    max_upload_store_bytes: u64,
 }
 
 fn main() -> ExitCode {
@@ -119,9 +125,10 @@ fn main() -> ExitCode {
         Command::Bgrs(args) => entiserve::client::bgrs::run(args),
         Command::PdfPages {
             max_pages,
+            max_bytes,
             input,
             out_dir,
-        } => entiserve::pdf::child_main(&input, &out_dir, max_pages),
+        } => entiserve::pdf::child_main(&input, &out_dir, max_pages, max_bytes),
         Command::Serve {
             bind,
             data_dir,
@@ -151,6 +158,7 @@ fn main() -> ExitCode {
                 .collect();
             s.header_timeout = std::time::Duration::from_secs(limits.header_timeout.max(1));
             s.max_streams_per_user = limits.max_streams_per_user;
+            s.max_upload_store_bytes = limits.max_upload_store_bytes;
             s.bind = bind;
             s.database_url = database_url.filter(|u| !u.is_empty());
             s.dev = dev;

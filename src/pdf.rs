@@ -18,6 +18,9 @@ pub enum PdfError {
     TooManyPages { pages: usize, max: usize },
     #[error("pages.pdf could not be processed: {0}")]
     Failed(String),
+    /// Its one-page PDFs would take more than the bytes allowed (`max` of [`ChildLimits`]).
+    #[error("the pages of pages.pdf would take more than {max} bytes")]
+    TooMuchOutput { max: u64 },
 }
 
 /// Keys inherited from the page tree that a lone page must carry itself.
@@ -199,12 +202,23 @@ pub fn page_file(n: usize) -> String {
 }
 
 /// Entry point of the `entiserve pdf-pages` child: splits `input` into `out_dir`, prints
-/// the page count; on failure prints the reason on stderr and exits 3.
-pub fn child_main(input: &Path, out_dir: &Path, max_pages: usize) -> std::process::ExitCode {
+/// the page count; on failure prints the reason on stderr and exits 3. The split stops before
+/// writing the page that would take the pages written past `max_bytes`.
+pub fn child_main(
+    input: &Path,
+    out_dir: &Path,
+    max_pages: usize,
+    max_bytes: u64,
+) -> std::process::ExitCode {
     let run = || -> Result<usize, PdfError> {
         let bytes = std::fs::read(input).map_err(|e| PdfError::Failed(e.to_string()))?;
         std::fs::create_dir_all(out_dir).map_err(|e| PdfError::Failed(e.to_string()))?;
+        let mut written = 0u64;
         split_each(&bytes, max_pages, |n, page| {
+            written = written.saturating_add(page.len() as u64);
+            if written > max_bytes {
+                return Err(PdfError::TooMuchOutput { max: max_bytes });
+            }
             std::fs::write(out_dir.join(page_file(n)), page)
                 .map_err(|e| PdfError::Failed(e.to_string()))
         })
@@ -231,6 +245,8 @@ pub struct ChildLimits {
     pub cpu_secs: u64,
     /// Wall-clock time before the child is killed.
     pub wall: Duration,
+    /// Bytes of one-page PDFs the child may write, all pages together.
+    pub output: u64,
 }
 
 impl Default for ChildLimits {
@@ -239,6 +255,7 @@ impl Default for ChildLimits {
             memory: 4 << 30,
             cpu_secs: 120,
             wall: Duration::from_secs(180),
+            output: u64::MAX,
         }
     }
 }
@@ -256,6 +273,8 @@ pub async fn split_contained(
     cmd.arg("pdf-pages")
         .arg("--max-pages")
         .arg(max_pages.to_string())
+        .arg("--max-bytes")
+        .arg(limits.output.to_string())
         .arg(input)
         .arg(out_dir)
         .stdin(std::process::Stdio::null())
@@ -267,7 +286,8 @@ pub async fn split_contained(
         .map(|m| m.len())
         .unwrap_or(0)
         .saturating_mul(4)
-        .saturating_add(64 << 20);
+        .saturating_add(64 << 20)
+        .min(limits.output.saturating_add(1));
     // SAFETY: only async-signal-safe calls (setrlimit) run between fork and exec.
     unsafe {
         cmd.pre_exec(move || {

@@ -50,6 +50,8 @@ pub struct Settings {
     pub pdf_max_pages: usize,
     /// Most Server-Sent-Events streams one user may hold open at once.
     pub max_streams_per_user: usize,
+    /// Most bytes one upload may store (one-page PDFs and `res/` files together).
+    pub max_upload_store_bytes: u64,
     /// The `entiserve` executable that reads PDFs in a contained child process
     /// (`entiserve pdf-pages`); default: this process's own executable.
     pub helper_exe: PathBuf,
@@ -79,6 +81,7 @@ impl Settings {
             zip: Default::default(),
             pdf_max_pages: 5000,
             max_streams_per_user: 16,
+            max_upload_store_bytes: 1 << 30,
             helper_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("entiserve")),
         }
     }

@@ -462,3 +462,66 @@ async fn expired_tokens_are_refused_and_purged() {
     assert!(auth.token(&long.token).await.is_ok());
     store.close().await;
 }
+
+#[tokio::test]
+async fn password_hashing_never_holds_up_other_writers() {
+    let app = spawn_app().await;
+    let users: Vec<_> = (0..40)
+        .map(|i| json!({"login": format!("h{i}"), "password": "first-password"}))
+        .collect();
+    let r = app
+        .admin(Method::POST, "/users?bgrs=false")
+        .json(&users)
+        .send()
+        .await
+        .unwrap();
+    let (_, created) = json(r).await;
+    let changes: Vec<Json> = created
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            let obj: Json = serde_json::from_str(item["body"].as_str().unwrap()).unwrap();
+            json!({"id": obj["id"], "password": "second-password"})
+        })
+        .collect();
+    let batch = {
+        let req = app.admin(Method::PUT, "/users?bgrs=false").json(&changes);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let r = req.send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            let items: Json = r.json().await.unwrap();
+            assert!(items.as_array().unwrap().iter().all(|i| i["status"] == 200));
+            started.elapsed()
+        })
+    };
+    // Other writes meanwhile.
+    let mut slowest = Duration::ZERO;
+    let mut n = 0;
+    while !batch.is_finished() {
+        let t = Instant::now();
+        let r = app
+            .admin(Method::POST, "/campaigns")
+            .json(&json!({"name": format!("during {n}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        slowest = slowest.max(t.elapsed());
+        n += 1;
+    }
+    let took = batch.await.unwrap();
+    assert!(n > 0);
+    assert!(
+        slowest * 3 < took,
+        "a campaign create waited {slowest:?} while the password batch took {took:?}"
+    );
+    let r = app
+        .as_user("h7", "second-password", Method::GET, "/users/me")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    app.stop().await;
+}

@@ -1,11 +1,16 @@
 //! Batches: JSON array items become calls, and calls run in chunks, many per transaction.
+//! A chunk is prepared (checked, secrets hashed) before its transaction begins, then executed
+//! inside it; after contention the same prepared chunk runs again in a new transaction.
 //! On PostgreSQL each call runs in a savepoint so a failing one leaves the others; on SQLite
 //! a failing statement undoes only itself, so no savepoint is needed.
 
 use super::prepare::{self, Prepared};
+use super::retry::Retry;
 use super::{Call, CallError, Caller, Engine, Op, Outcome, exec};
+use crate::storage::lock::{self, Mode};
 use crate::storage::{Dialect, StorageError, Tx};
 use serde_json::{Map, Value as Json};
+use std::collections::BTreeMap;
 
 /// Most rows in one multi-row INSERT.
 const GROUP_ROWS: usize = 500;
@@ -70,19 +75,18 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
     }
 }
 
+/// A chunk's calls, checked and ready to run: what [`Engine::prepare_chunk`] made of them.
+pub type PreparedChunk = Vec<Result<Prepared, CallError>>;
+
 impl Engine {
-    /// Runs `calls` in order inside `tx` and returns one outcome per call, and the prepared
-    /// calls that changed users. Consecutive creates of the same shape share one multi-row
-    /// INSERT. An `Err` means the database failed and the transaction must be rolled back.
-    pub async fn run_chunk(
+    /// Checks every call of a chunk, hashing secrets, before any transaction begins. The
+    /// result can run (and, after contention, run again) with [`Engine::execute_chunk`].
+    pub async fn prepare_chunk(
         &self,
-        tx: &mut dyn Tx,
         caller: &Caller,
         calls: Vec<Result<Call, CallError>>,
-        full: bool,
-    ) -> Result<(Vec<Outcome>, Vec<Prepared>), StorageError> {
+    ) -> PreparedChunk {
         let catalog = self.catalog.load();
-        let isolate = self.storage.dialect() == Dialect::Postgres;
         let now = crate::time::now();
         let mut prepared = Vec::with_capacity(calls.len());
         for call in calls {
@@ -90,6 +94,25 @@ impl Engine {
                 Ok(c) => prepare::prepare_at(&catalog, caller, c, &now).await,
                 Err(e) => Err(e),
             });
+        }
+        prepared
+    }
+
+    /// Runs prepared calls in order inside `tx` and returns one outcome per call. The rows the
+    /// chunk updates or deletes are locked first, in id order, so that overlapping chunks wait
+    /// for each other instead of deadlocking. Consecutive creates of the same shape share one
+    /// multi-row INSERT. An `Err` means the database failed and the transaction must be
+    /// rolled back (and, for contention, the chunk run again).
+    pub async fn execute_chunk(
+        &self,
+        tx: &mut dyn Tx,
+        caller: &Caller,
+        prepared: &[Result<Prepared, CallError>],
+        full: bool,
+    ) -> Result<Vec<Outcome>, StorageError> {
+        let isolate = self.storage.dialect() == Dialect::Postgres;
+        if isolate {
+            lock_targets(self, tx, prepared).await?;
         }
         let n = prepared.len();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
@@ -131,19 +154,57 @@ impl Engine {
             }
             i = j;
         }
-        let outcomes: Vec<Outcome> = outcomes
+        Ok(outcomes
             .into_iter()
             .map(|o| o.unwrap_or(Err(CallError::Internal)))
-            .collect();
-        let changed = prepared
-            .into_iter()
-            .zip(&outcomes)
-            .filter_map(|(p, o)| match (p, o) {
-                (Ok(p), Ok(_)) if p.entity.name == "users" => Some(p),
-                _ => None,
-            })
-            .collect();
-        Ok((outcomes, changed))
+            .collect())
+    }
+
+    /// After a chunk committed: tells listeners about the users it changed.
+    pub fn after_chunk(&self, prepared: &[Result<Prepared, CallError>], outcomes: &[Outcome]) {
+        for (p, o) in prepared.iter().zip(outcomes) {
+            if let (Ok(p), Ok(_)) = (p, o) {
+                self.after(p);
+            }
+        }
+    }
+
+    /// Runs prepared calls in a transaction of their own and commits; after contention the
+    /// whole chunk runs again in a new transaction (the calls are not prepared again).
+    pub async fn commit_chunk(
+        &self,
+        caller: &Caller,
+        prepared: &[Result<Prepared, CallError>],
+        full: bool,
+    ) -> Result<Vec<Outcome>, StorageError> {
+        let mut retry = Retry::new("batch chunk");
+        loop {
+            let result = async {
+                let mut tx = self.storage.begin().await?;
+                match self
+                    .execute_chunk(tx.as_mut(), caller, prepared, full)
+                    .await
+                {
+                    Ok(o) => {
+                        tx.commit().await?;
+                        Ok(o)
+                    }
+                    Err(e) => {
+                        let _ = tx.rollback().await;
+                        Err(e)
+                    }
+                }
+            }
+            .await;
+            match result {
+                Ok(o) => {
+                    self.after_chunk(prepared, &o);
+                    return Ok(o);
+                }
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Runs a whole batch synchronously, in chunks of `chunk` calls per transaction.
@@ -158,25 +219,8 @@ impl Engine {
         while rest.peek().is_some() {
             let part: Vec<_> = rest.by_ref().take(chunk.max(1)).collect();
             let n = part.len();
-            let result = match self.storage.begin().await {
-                Ok(mut tx) => match self.run_chunk(tx.as_mut(), caller, part, true).await {
-                    Ok((o, changed)) => match tx.commit().await {
-                        Ok(()) => {
-                            for p in &changed {
-                                self.after(p);
-                            }
-                            Ok(o)
-                        }
-                        Err(e) => Err(e),
-                    },
-                    Err(e) => {
-                        let _ = tx.rollback().await;
-                        Err(e)
-                    }
-                },
-                Err(e) => Err(e),
-            };
-            match result {
+            let prepared = self.prepare_chunk(caller, part).await;
+            match self.commit_chunk(caller, &prepared, true).await {
                 Ok(o) => out.extend(o),
                 Err(e) => {
                     let err = super::internal(e);
@@ -186,4 +230,32 @@ impl Engine {
         }
         out
     }
+}
+
+/// Locks, per entity and in id order, the rows that the chunk's updates and deletes name.
+async fn lock_targets(
+    engine: &Engine,
+    tx: &mut dyn Tx,
+    prepared: &[Result<Prepared, CallError>],
+) -> Result<(), StorageError> {
+    // Entity name -> (the entity, target ids, whether any is deleted).
+    let mut targets: BTreeMap<&str, (&Prepared, Vec<i64>, bool)> = BTreeMap::new();
+    for p in prepared.iter().filter_map(|p| p.as_ref().ok()) {
+        let Some(id) = p.id.filter(|_| p.op != Op::Create) else {
+            continue;
+        };
+        let t = targets
+            .entry(p.entity.name.as_str())
+            .or_insert_with(|| (p, Vec::new(), false));
+        t.1.push(id);
+        t.2 |= p.op == Op::Delete;
+    }
+    let d = engine.storage.dialect();
+    for (first, mut ids, deletes) in targets.into_values() {
+        ids.sort_unstable();
+        ids.dedup();
+        let mode = if deletes { Mode::Delete } else { Mode::Update };
+        lock::rows_in_order(tx, d, &first.entity, &ids, mode).await?;
+    }
+    Ok(())
 }

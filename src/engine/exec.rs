@@ -38,7 +38,7 @@ pub async fn execute(
         Err(StorageError::ForeignKey) => Err(CallError::InvalidReference {
             field: missing_reference(engine, p).await,
         }),
-        Err(e @ StorageError::Database(_)) => {
+        Err(e @ (StorageError::Database(_) | StorageError::Contention { .. })) => {
             if isolate {
                 let _ = ex.execute("ROLLBACK TO SAVEPOINT item", &[]).await;
             }

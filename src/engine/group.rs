@@ -1,10 +1,13 @@
 //! Group commit for single calls on a single-writer database (SQLite): calls that arrive while
 //! a transaction is being written wait, and then share the next transaction and its commit.
 //! Each call is one statement, which SQLite applies or undoes on its own, so a failing call
-//! never affects the others in its group.
+//! never affects the others in its group. A group that meets a busy database runs again as a
+//! whole.
 
 use super::prepare::Prepared;
-use super::{CallError, Caller, Engine, Outcome, exec, internal};
+use super::retry::Retry;
+use super::{Caller, Engine, Outcome, exec, internal};
+use crate::storage::StorageError;
 use tokio::sync::{mpsc, oneshot};
 
 /// Most calls that share one transaction.
@@ -38,50 +41,45 @@ pub fn spawn(engine: Engine) -> Queue {
 }
 
 async fn write(engine: &Engine, group: &mut Vec<Job>) {
-    let mut tx = match engine.storage.begin().await {
-        Ok(t) => t,
-        Err(e) => {
-            let err = internal(e);
-            for j in group.drain(..) {
-                let _ = j.reply.send(Err(err.clone()));
-            }
-            return;
+    let mut retry = Retry::new("group commit");
+    let committed = loop {
+        match attempt(engine, group).await {
+            Ok(outcomes) => break Ok(outcomes),
+            Err(e) if retry.again(&e).await => continue,
+            Err(e) => break Err(internal(e)),
         }
     };
-    let mut outcomes = Vec::with_capacity(group.len());
-    let mut failed = None;
-    for j in group.iter() {
-        match exec::execute(engine, tx.as_mut(), &j.caller, &j.prepared, false).await {
-            Ok(o) => outcomes.push(o),
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    let committed = match failed {
-        Some(e) => {
-            let _ = tx.rollback().await;
-            Err(internal(e))
-        }
-        None => tx.commit().await.map_err(internal),
-    };
-    for (j, o) in group.drain(..).zip(
-        outcomes
-            .into_iter()
-            .map(Some)
-            .chain(std::iter::repeat(None)),
-    ) {
-        let out = match (&committed, o) {
-            (Ok(()), Some(o)) => {
+    match committed {
+        Ok(outcomes) => {
+            for (j, o) in group.drain(..).zip(outcomes) {
                 if o.is_ok() {
                     engine.after(&j.prepared);
                 }
-                o
+                let _ = j.reply.send(o);
             }
-            (Err(e), _) => Err(e.clone()),
-            (Ok(()), None) => Err(CallError::Internal),
-        };
-        let _ = j.reply.send(out);
+        }
+        Err(err) => {
+            for j in group.drain(..) {
+                let _ = j.reply.send(Err(err.clone()));
+            }
+        }
     }
+}
+
+/// One attempt at the whole group in one transaction: every call's outcome once it
+/// committed; an `Err` (after rolling back) when the database failed.
+async fn attempt(engine: &Engine, group: &[Job]) -> Result<Vec<Outcome>, StorageError> {
+    let mut tx = engine.storage.begin().await?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    for j in group {
+        match exec::execute(engine, tx.as_mut(), &j.caller, &j.prepared, false).await {
+            Ok(o) => outcomes.push(o),
+            Err(e) => {
+                let _ = tx.rollback().await;
+                return Err(e);
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(outcomes)
 }

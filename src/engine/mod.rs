@@ -9,6 +9,7 @@ mod group;
 pub mod prepare;
 pub mod read;
 pub mod render;
+pub mod retry;
 pub mod secrets;
 
 pub use error::CallError;
@@ -118,21 +119,41 @@ impl Engine {
             }
             return rx.await.unwrap_or(Err(CallError::Internal));
         }
-        let mut tx = self.storage.begin().await.map_err(internal)?;
-        let out = exec::execute(self, tx.as_mut(), caller, &prepared, false).await;
-        match out {
+        let mut retry = retry::Retry::new("call");
+        loop {
+            match self.try_call(caller, &prepared).await {
+                Ok(outcome) => {
+                    if outcome.is_ok() {
+                        self.after(&prepared);
+                    }
+                    return outcome;
+                }
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(internal(e)),
+            }
+        }
+    }
+
+    /// One attempt at a prepared call in its own transaction: committed when it succeeds,
+    /// rolled back otherwise.
+    async fn try_call(
+        &self,
+        caller: &Caller,
+        prepared: &prepare::Prepared,
+    ) -> Result<Outcome, crate::storage::StorageError> {
+        let mut tx = self.storage.begin().await?;
+        match exec::execute(self, tx.as_mut(), caller, prepared, false).await {
             Ok(outcome) => {
                 if outcome.is_ok() {
-                    tx.commit().await.map_err(internal)?;
-                    self.after(&prepared);
+                    tx.commit().await?;
                 } else {
-                    tx.rollback().await.map_err(internal)?;
+                    tx.rollback().await?;
                 }
-                outcome
+                Ok(outcome)
             }
             Err(e) => {
                 let _ = tx.rollback().await;
-                Err(internal(e))
+                Err(e)
             }
         }
     }

@@ -97,9 +97,10 @@ async fn open_bundle(
         work_dir.clone(),
         state.settings.zip.clone(),
     );
+    let store_cap = state.settings.max_upload_store_bytes;
     let started = std::time::Instant::now();
     let extracted = tokio::task::spawn_blocking(move || {
-        crate::uploader::bundle::extract(&src2, &dir2, &limits)
+        crate::uploader::bundle::extract(&src2, &dir2, &limits, store_cap)
     })
     .await
     .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
@@ -126,6 +127,7 @@ async fn open_bundle(
         res: (!extracted.res.is_empty()).then_some(extracted.res),
         state: Default::default(),
         stored: Vec::new(),
+        budget: crate::files::StoreBudget::new(store_cap),
         notes: vec!["zip extraction started".into()],
     };
     let mut outcome = Ok(());

@@ -1,10 +1,14 @@
-//! Workers: claim a request, run its items in chunks under the lease, then finish it.
+//! Workers: claim a request, run its items in chunks under the lease, then finish it. A chunk
+//! that meets contention is rolled back and runs again whole (effects, results and progress
+//! together), so it still applies exactly once.
 
 use super::queue::{add_detail, insert_rows};
 use super::record::Request;
 use super::{FINISHED, IN_PROGRESS, Jobs, unix_now};
 use crate::engine::batch::item_call;
-use crate::engine::{Call, CallError, Caller, Op, outcome_parts};
+use crate::engine::prepare::Prepared;
+use crate::engine::retry::Retry;
+use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
 use crate::schema::{ColType, Role};
 use crate::storage::{Dialect, StorageError, Value};
 use serde_json::Value as Json;
@@ -167,58 +171,25 @@ impl Jobs {
                 role: Role::User,
             };
             let who = caller.as_ref().unwrap_or(&system);
-            let mut tx = self.storage.begin().await?;
-            let (outcomes, changed) =
-                match self.engine.run_chunk(tx.as_mut(), who, calls, true).await {
-                    Ok(x) => x,
-                    Err(e) => {
-                        let _ = tx.rollback().await;
-                        return Err(e);
-                    }
-                };
-            let results = outcomes
-                .iter()
-                .enumerate()
-                .map(|(i, o)| {
-                    let (status, body) = outcome_parts(o);
-                    vec![
-                        Value::text(rid),
-                        Value::int(first + i as i64),
-                        Value::int(i64::from(status)),
-                        Value::text(body.to_string()),
-                    ]
-                })
-                .collect();
-            insert_rows(
-                tx.as_mut(),
-                d,
-                "bg_results",
-                &["rid", "seq", "status", "body"],
-                results,
-            )
-            .await?;
-            done = first + n;
-            if !self.advance(tx.as_mut(), &req, done, None).await? {
-                let _ = tx.rollback().await;
+            // Prepared once, outside the transaction; a retry runs the same prepared calls.
+            let prepared = self.engine.prepare_chunk(who, calls).await;
+            let mut retry = Retry::new("background chunk");
+            let outcomes = loop {
+                match self.try_chunk(&req, who, &prepared, first).await {
+                    Ok(o) => break o,
+                    Err(e) if retry.again(&e).await => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            let Some(outcomes) = outcomes else {
                 tracing::warn!(
                     rid,
                     "lost the lease of a background request; another worker has it"
                 );
                 return Ok(());
-            }
-            if req.kind == "batch" {
-                add_detail(
-                    tx.as_mut(),
-                    d,
-                    rid,
-                    &format!("items {}-{} done", first + 1, done),
-                )
-                .await?;
-            }
-            tx.commit().await?;
-            for p in &changed {
-                self.engine.after(p);
-            }
+            };
+            self.engine.after_chunk(&prepared, &outcomes);
+            done = first + n;
         }
         let (status, ctype, path) = if req.kind == "call" {
             let status = self.results(rid, 0, 1).await?.first().map_or(500, |r| r.1);
@@ -235,6 +206,85 @@ impl Jobs {
             )
         };
         self.finish(&req, status, ctype, &path).await
+    }
+
+    /// One attempt at a chunk of a batch: its calls, their results, the progress and a
+    /// details line commit together under the lease, so the chunk applies exactly once.
+    /// `None` (rolled back) when the lease is gone; an `Err` (rolled back) when the database
+    /// failed.
+    async fn try_chunk(
+        &self,
+        req: &Request,
+        who: &Caller,
+        prepared: &[Result<Prepared, CallError>],
+        first: i64,
+    ) -> Result<Option<Vec<Outcome>>, StorageError> {
+        let d = self.storage.dialect();
+        let rid = req.rid.as_str();
+        let mut tx = self.storage.begin().await?;
+        let outcomes = match self
+            .engine
+            .execute_chunk(tx.as_mut(), who, prepared, true)
+            .await
+        {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = tx.rollback().await;
+                return Err(e);
+            }
+        };
+        let results = outcomes
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let (status, body) = outcome_parts(o);
+                vec![
+                    Value::text(rid),
+                    Value::int(first + i as i64),
+                    Value::int(i64::from(status)),
+                    Value::text(body.to_string()),
+                ]
+            })
+            .collect();
+        let done = first + outcomes.len() as i64;
+        let recorded = async {
+            insert_rows(
+                tx.as_mut(),
+                d,
+                "bg_results",
+                &["rid", "seq", "status", "body"],
+                results,
+            )
+            .await?;
+            if !self.advance(tx.as_mut(), req, done, None).await? {
+                return Ok(false);
+            }
+            if req.kind == "batch" {
+                add_detail(
+                    tx.as_mut(),
+                    d,
+                    rid,
+                    &format!("items {}-{} done", first + 1, done),
+                )
+                .await?;
+            }
+            Ok(true)
+        }
+        .await;
+        match recorded {
+            Ok(true) => {
+                tx.commit().await?;
+                Ok(Some(outcomes))
+            }
+            Ok(false) => {
+                let _ = tx.rollback().await;
+                Ok(None)
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
     }
 
     /// Records progress (and, for uploads, the committed length of the result file) under

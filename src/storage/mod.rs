@@ -2,8 +2,10 @@
 //! database URL, the fixed tables' migrations, entity SQL built from the catalog only, the
 //! additive DDL plan, and stored files. It executes; it does not decide (that is the engine's).
 
+pub mod contention;
 pub mod ddl;
 pub mod entity;
+pub mod lock;
 mod migrate;
 mod postgres;
 mod sql;
@@ -114,8 +116,25 @@ pub enum StorageError {
     ForeignKey,
     #[error("not-null constraint violated on {column:?}")]
     NotNull { column: Option<String> },
+    /// Another writer was in the way (deadlock, serialization failure, busy database): the
+    /// transaction is lost, and running it again is expected to succeed.
+    #[error("contention ({class}): {message}")]
+    Contention {
+        class: contention::Class,
+        message: String,
+    },
     #[error("database error: {0}")]
     Database(String),
+}
+
+impl StorageError {
+    /// The contention class, when this failure means "try again".
+    pub fn contention(&self) -> Option<contention::Class> {
+        match self {
+            StorageError::Contention { class, .. } => Some(*class),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -78,6 +78,12 @@ fn db(e: sqlx::Error) -> StorageError {
             }
             _ => {}
         }
+        if let Some(class) = d.code().as_deref().and_then(super::contention::pg_class) {
+            return StorageError::Contention {
+                class,
+                message: d.message().to_string(),
+            };
+        }
     }
     StorageError::Database(e.to_string())
 }

@@ -130,6 +130,12 @@ fn db(e: rusqlite::Error) -> StorageError {
             _ => {}
         }
     }
+    if let Some(class) = super::contention::sqlite_class(&e) {
+        return StorageError::Contention {
+            class,
+            message: e.to_string(),
+        };
+    }
     StorageError::Database(e.to_string())
 }
 

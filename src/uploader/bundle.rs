@@ -1,7 +1,8 @@
 //! ZIP bundles: one CSV, an optional `pages.pdf` and an optional `res/` folder. The archive is
 //! recognised by its content, checked as a whole from its central directory (names, links,
 //! encryption, methods, entry count, total size, per-entry ratio) before a byte is written,
-//! then extracted with every entry's size enforced while it is read.
+//! then extracted with every entry's size enforced while it is read. The `res/` files count
+//! against the bytes one upload may store: past that cap nothing is extracted.
 
 use super::UploadError;
 use std::io::{Read, Seek};
@@ -39,6 +40,8 @@ pub struct Listing {
     pub res: Vec<(usize, String)>,
     /// Uncompressed bytes of all entries.
     pub bytes: u64,
+    /// Uncompressed bytes of the `res/` files (stored as they are).
+    pub res_bytes: u64,
 }
 
 /// An extracted bundle.
@@ -83,6 +86,7 @@ pub fn inspect<R: Read + Seek>(
     let mut pdf = None;
     let mut res = Vec::new();
     let mut bytes = 0u64;
+    let mut res_bytes = 0u64;
     let mut seen = std::collections::HashSet::new();
     for i in 0..zip.len() {
         let f = zip
@@ -146,6 +150,7 @@ pub fn inspect<R: Read + Seek>(
             )));
         }
         if let Some(rest) = raw.strip_prefix("res/") {
+            res_bytes = res_bytes.saturating_add(size);
             res.push((i, rest.to_string()));
         } else if raw.contains('/') {
             return Err(bad(format!(
@@ -168,6 +173,7 @@ pub fn inspect<R: Read + Seek>(
             pdf,
             res,
             bytes,
+            res_bytes,
         }),
         0 => Err(bad("it holds no CSV file")),
         n => Err(bad(format!(
@@ -176,11 +182,25 @@ pub fn inspect<R: Read + Seek>(
     }
 }
 
-/// Checks the archive at `path` and extracts it into `dest` (created).
-pub fn extract(path: &Path, dest: &Path, limits: &ZipLimits) -> Result<Extracted, UploadError> {
+impl From<crate::files::OverBudget> for UploadError {
+    fn from(e: crate::files::OverBudget) -> Self {
+        UploadError::TooLarge(e.to_string())
+    }
+}
+
+/// Checks the archive at `path` and extracts it into `dest` (created). `store_cap` is the
+/// bytes the upload may store: a `res/` folder larger than that is refused before anything
+/// is written.
+pub fn extract(
+    path: &Path,
+    dest: &Path,
+    limits: &ZipLimits,
+    store_cap: u64,
+) -> Result<Extracted, UploadError> {
     let file = std::fs::File::open(path).map_err(|e| UploadError::Io(e.to_string()))?;
     let mut zip = ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| bad(e.to_string()))?;
     let listing = inspect(&mut zip, limits)?;
+    crate::files::StoreBudget::new(store_cap).take(listing.res_bytes)?;
     std::fs::create_dir_all(dest).map_err(|e| UploadError::Io(e.to_string()))?;
     let csv = dest.join("bundle.csv");
     extract_entry(&mut zip, listing.csv.0, &csv)?;

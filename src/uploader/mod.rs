@@ -5,6 +5,7 @@
 
 pub mod bundle;
 pub mod intake;
+mod result_file;
 pub mod rows;
 pub mod run;
 pub mod seal;

@@ -5,7 +5,9 @@
 //! is cut back to the committed length and the rows after it run again, nothing twice.
 
 use super::Plan;
+use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
+use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
 use crate::jobs::Jobs;
 use crate::jobs::queue::{add_detail, insert_rows};
@@ -27,7 +29,7 @@ pub enum Sink {
     Quiet,
 }
 
-fn io_err(e: impl std::fmt::Display) -> StorageError {
+pub(super) fn io_err(e: impl std::fmt::Display) -> StorageError {
     StorageError::Database(format!("upload file: {e}"))
 }
 
@@ -167,90 +169,76 @@ pub async fn rows(
             }
         }
         let want_lines = !matches!(sink, Sink::Quiet);
-        let mut tx = jobs.storage.begin().await?;
-        let (outcomes, changed) = match jobs
-            .engine
-            .run_chunk(tx.as_mut(), caller, calls, false)
-            .await
-        {
-            Ok(x) => x,
-            Err(e) => {
-                let _ = tx.rollback().await;
-                return Err(e);
+        // Prepared once, outside the transaction; a retry runs the same prepared calls.
+        let prepared = jobs.engine.prepare_chunk(caller, calls).await;
+        let mut retry = Retry::new("upload chunk");
+        let committed = loop {
+            let attempt = async {
+                if retry.attempt() > 1 {
+                    // Back to the committed length: the failed attempt's lines are void.
+                    out.set_len(cursor as u64).map_err(io_err)?;
+                    out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
+                }
+                let mut tx = jobs.storage.begin().await?;
+                let outcomes = match jobs
+                    .engine
+                    .execute_chunk(tx.as_mut(), caller, &prepared, false)
+                    .await
+                {
+                    Ok(x) => x,
+                    Err(e) => {
+                        let _ = tx.rollback().await;
+                        return Err(e);
+                    }
+                };
+                let lines = Lines {
+                    first_line: done + 1,
+                    records: &records,
+                    kinds: &kinds,
+                    changed_cells: &changed_cells,
+                    want_lines,
+                };
+                let (bytes, lines) = lines.render(&plan, &cols, encoding, &outcomes)?;
+                out.write_all(&bytes).map_err(io_err)?;
+                out.flush().map_err(io_err)?;
+                let cursor = cursor + bytes.len() as i64;
+                let done = done + records.len() as i64;
+                if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
+                    let _ = tx.rollback().await;
+                    return Ok(None);
+                }
+                if matches!(sink, Sink::Details) && !lines.is_empty() {
+                    let now = crate::time::now();
+                    let rows = lines
+                        .iter()
+                        .map(|l| vec![Value::text(&req.rid), Value::text(&now), Value::text(l)])
+                        .collect();
+                    insert_rows(
+                        tx.as_mut(),
+                        d,
+                        "bg_details",
+                        &["rid", "dt", "details"],
+                        rows,
+                    )
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(Some((outcomes, lines, cursor, done)))
+            }
+            .await;
+            match attempt {
+                Ok(c) => break c,
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
             }
         };
-        let mut outcomes = outcomes.into_iter();
-        let mut text = Vec::with_capacity(records.len() * 64);
-        let mut lines = Vec::new();
-        {
-            let mut w = csv::WriterBuilder::new()
-                .delimiter(plan.layout.separator)
-                .terminator(csv::Terminator::CRLF)
-                .from_writer(&mut text);
-            for (i, (rec, kind)) in records.iter().zip(&kinds).enumerate() {
-                let line = done + i as i64 + 1;
-                match kind {
-                    None => w.write_record(
-                        rows::result_cells(&cols, rec, None, None)
-                            .iter()
-                            .map(|c| c.as_bytes()),
-                    ),
-                    Some(creates) => {
-                        let o = outcomes.next().unwrap_or(Err(CallError::Internal));
-                        let (status, res) = rows::res_of(&o);
-                        let new_id = match &o {
-                            Ok(obj) if *creates => obj["id"].as_i64(),
-                            _ => None,
-                        };
-                        if want_lines {
-                            lines.push(format!("Line: {line} done. Result: {status}. {res}"));
-                        }
-                        let mut cells = rows::result_cells(&cols, rec, Some(&res), new_id);
-                        if o.is_ok()
-                            && let Some(changes) = changed_cells.get_mut(i)
-                        {
-                            for (at, value) in changes.drain(..) {
-                                cells[at] = value.into();
-                            }
-                        }
-                        w.write_record(cells.iter().map(|c| c.as_bytes()))
-                    }
-                }
-                .map_err(io_err)?;
-            }
-            w.flush().map_err(io_err)?;
-        }
-        let text = String::from_utf8(text).map_err(io_err)?;
-        let mut bytes = Vec::with_capacity(text.len());
-        super::validate::encode(&text, encoding, &mut bytes);
-        out.write_all(&bytes).map_err(io_err)?;
-        out.flush().map_err(io_err)?;
-        cursor += bytes.len() as i64;
-        done += records.len() as i64;
-        if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
-            let _ = tx.rollback().await;
+        let Some((outcomes, lines, new_cursor, new_done)) = committed else {
             tracing::warn!(rid = %req.rid, "lost the lease of an upload; another worker has it");
             return Ok(());
-        }
-        if matches!(sink, Sink::Details) && !lines.is_empty() {
-            let now = crate::time::now();
-            let rows = lines
-                .iter()
-                .map(|l| vec![Value::text(&req.rid), Value::text(&now), Value::text(l)])
-                .collect();
-            insert_rows(
-                tx.as_mut(),
-                d,
-                "bg_details",
-                &["rid", "dt", "details"],
-                rows,
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        for p in &changed {
-            jobs.engine.after(p);
-        }
+        };
+        cursor = new_cursor;
+        done = new_done;
+        jobs.engine.after_chunk(&prepared, &outcomes);
         if let Sink::Stream(s) = &sink {
             for l in lines {
                 let _ = s.send(l).await;
@@ -280,8 +268,30 @@ pub async fn rows(
 
 /// Runs the `on_start` hooks of a bundle's plugins in one transaction that also stores their
 /// state with the request and logs their notes. Some(reason) when a hook refused: no row
-/// runs then.
+/// runs then. After contention the whole start runs again from the state it began with.
 async fn start_bundle(
+    jobs: &Jobs,
+    req: &Request,
+    caller: &Caller,
+    entity: &crate::schema::Entity,
+    plan: &mut Plan,
+) -> Result<Option<String>, StorageError> {
+    let mut retry = Retry::new("upload start");
+    loop {
+        let mut attempt = plan.clone();
+        match try_start(jobs, req, caller, entity, &mut attempt).await {
+            Ok(refused) => {
+                *plan = attempt;
+                return Ok(refused);
+            }
+            Err(e) if retry.again(&e).await => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One attempt at [`start_bundle`].
+async fn try_start(
     jobs: &Jobs,
     req: &Request,
     caller: &Caller,
@@ -300,9 +310,14 @@ async fn start_bundle(
             caller,
             state: &mut state,
             notes: Vec::new(),
+            failed: None,
         };
         let r = p.on_start(settings, &mut start).await;
         notes.append(&mut start.notes);
+        if let Some(e) = start.failed.take() {
+            let _ = tx.rollback().await;
+            return Err(e);
+        }
         if let Err(why) = r {
             tx.rollback().await?;
             let mut tx = jobs.storage.begin().await?;
@@ -327,74 +342,6 @@ async fn start_bundle(
     }
     tx.commit().await?;
     Ok(None)
-}
-
-/// The result lines of rows that did not run because the request was cancelled.
-fn not_run(
-    plan: &Plan,
-    cols: &Columns,
-    records: &[csv::StringRecord],
-    encoding: &'static encoding_rs::Encoding,
-    res_text: &str,
-) -> Result<Vec<u8>, StorageError> {
-    let mut text = Vec::with_capacity(records.len() * 64);
-    {
-        let mut w = csv::WriterBuilder::new()
-            .delimiter(plan.layout.separator)
-            .terminator(csv::Terminator::CRLF)
-            .from_writer(&mut text);
-        for rec in records {
-            let res = (!rows::is_skipped(cols, rec)).then_some(res_text);
-            w.write_record(
-                rows::result_cells(cols, rec, res, None)
-                    .iter()
-                    .map(|c| c.as_bytes()),
-            )
-            .map_err(io_err)?;
-        }
-        w.flush().map_err(io_err)?;
-    }
-    let mut bytes = Vec::with_capacity(text.len());
-    super::validate::encode(&String::from_utf8_lossy(&text), encoding, &mut bytes);
-    Ok(bytes)
-}
-
-/// Opens the result file: new with its header, or cut back to the committed length.
-fn open_result(
-    plan: &Plan,
-    path: &std::path::Path,
-    cols: &Columns,
-    cursor: u64,
-) -> Result<std::fs::File, StorageError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io_err)?;
-    }
-    if cursor > 0 {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(io_err)?;
-        f.set_len(cursor).map_err(io_err)?;
-        f.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
-        return Ok(f);
-    }
-    let mut f = std::fs::File::create(path).map_err(io_err)?;
-    let mut text = Vec::new();
-    {
-        let mut w = csv::WriterBuilder::new()
-            .delimiter(plan.layout.separator)
-            .terminator(csv::Terminator::CRLF)
-            .from_writer(&mut text);
-        w.write_record(cols.result_header()).map_err(io_err)?;
-        w.flush().map_err(io_err)?;
-    }
-    let mut bytes = Vec::new();
-    if plan.layout.bom && plan.encoding() == encoding_rs::UTF_8 {
-        bytes.extend_from_slice(&[0xEF, 0xBB, 0xBF]);
-    }
-    super::validate::encode(&String::from_utf8_lossy(&text), plan.encoding(), &mut bytes);
-    f.write_all(&bytes).map_err(io_err)?;
-    Ok(f)
 }
 
 /// Reads the working copy off the async executor, skipping the header and the rows already
