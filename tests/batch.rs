@@ -9,26 +9,9 @@ use std::time::{Duration, Instant};
 
 /// Waits until request `rid` is finished and returns its record.
 async fn wait_finished(app: &TestApp, rid: &str) -> Json {
-    let start = Instant::now();
-    loop {
-        let (s, b) = json(
-            app.admin(Method::GET, &format!("/bgrs/{rid}"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(s, 200, "{b}");
-        let rec = b[0].clone();
-        if rec["status_id"] == "4" {
-            return rec;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "request {rid} did not finish: {rec}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let rec = app.wait_ended(rid, Duration::from_secs(60)).await;
+    assert_eq!(rec["status_id"], "4", "{rec}");
+    rec
 }
 
 async fn submit(app: &TestApp, m: Method, path: &str, body: Json) -> String {

@@ -305,22 +305,7 @@ async fn check_page_markers(app: &TestApp, markers: &[Json], cid: i64, n: usize)
 
 /// Polls a background request until it is finished; the record.
 async fn wait_finished(app: &TestApp, rid: &str, limit: Duration) -> Json {
-    let start = Instant::now();
-    loop {
-        let (s, b) = json(
-            app.admin(Method::GET, &format!("/bgrs/{rid}"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(s, 200, "{b}");
-        if b[0]["status_id"] != "2" {
-            return b[0].clone();
-        }
-        assert!(start.elapsed() < limit, "not finished: {b}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.wait_ended(rid, limit).await
 }
 
 /// A request's details: (dt, text) in order.

@@ -68,26 +68,8 @@ fn check_item(items: &[Json], i: usize, item: &Json) {
     assert_eq!(body["name"], items[i]["name"], "item {i}: {body}");
 }
 
-/// Every campaign: id -> name.
 async fn names(app: &TestApp) -> HashMap<i64, String> {
-    let (s, b) = json(
-        app.admin(Method::GET, "/campaigns?limit=10000")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(s, 200, "{b}");
-    b.as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["id"].as_i64().unwrap(),
-                c["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    app.campaign_names().await.into_iter().collect()
 }
 
 /// Every row ends with a value one of the writers wrote.
@@ -153,33 +135,10 @@ async fn overlapping_synchronous_batches_of_the_same_rows_all_succeed() {
 
 /// Waits until request `rid` is finished (with status 200); its stored result.
 async fn finished_result_text(app: &TestApp, rid: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let (s, b) = json(
-            app.admin(Method::GET, &format!("/bgrs/{rid}"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(s, 200, "{b}");
-        if b[0]["status_id"] == "4" {
-            assert_eq!(b[0]["status"], "200", "{b}");
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "request {rid} did not finish: {b}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let r = app
-        .admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.text().await.unwrap()
+    let rec = app.wait_ended(rid, Duration::from_secs(120)).await;
+    assert_eq!(rec["status_id"], "4", "{rec}");
+    assert_eq!(rec["status"], "200", "{rec}");
+    app.result_text(rid).await
 }
 
 /// Waits until request `rid` is finished; its result items.

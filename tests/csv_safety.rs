@@ -65,26 +65,8 @@ fn col(header: &[String], name: &str) -> usize {
         .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
 }
 
-/// The campaigns' names by id.
 async fn names(app: &TestApp) -> std::collections::BTreeMap<i64, String> {
-    let (s, b) = json(
-        app.admin(Method::GET, "/campaigns?limit=10000")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(s, 200, "{b}");
-    b.as_array()
-        .unwrap()
-        .iter()
-        .map(|o| {
-            (
-                o["id"].as_i64().unwrap(),
-                o["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    app.campaign_names().await
 }
 
 fn escaped(v: &str) -> String {

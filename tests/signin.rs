@@ -320,22 +320,8 @@ async fn passwords_have_a_minimum_length_everywhere() {
 
 /// Waits for a background request and returns its result text.
 async fn wait_result(app: &common::TestApp, rid: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let r = app
-            .admin(Method::GET, &format!("/bgrs/{rid}/result"))
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 200 {
-            return r.text().await.unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{rid} never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    app.wait_ended(rid, Duration::from_secs(60)).await;
+    app.result_text(rid).await
 }
 
 /// Whether any file under `dir` holds `needle`.

@@ -37,21 +37,7 @@ async fn start_upload(app: &TestApp, login: (&str, &str), rows: usize) -> String
 }
 
 async fn wait_finished(app: &TestApp, rid: &str) {
-    let start = Instant::now();
-    loop {
-        let (_, b) = json(
-            app.admin(Method::GET, &format!("/bgrs/{rid}"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        if b[0]["status_id"] != "2" {
-            return;
-        }
-        assert!(start.elapsed() < Duration::from_secs(120), "{b}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.wait_ended(rid, Duration::from_secs(120)).await;
 }
 
 async fn page(app: &TestApp, rid: &str, query: &str) -> (u16, Json) {

@@ -181,6 +181,60 @@ impl TestApp {
         b
     }
 
+    /// Polls `GET /bgrs/<rid>` until the request has ended (finished or cancelled) and
+    /// returns its record; panics after `limit`.
+    pub async fn wait_ended(&self, rid: &str, limit: std::time::Duration) -> Json {
+        let start = std::time::Instant::now();
+        loop {
+            let (s, b) = json(
+                self.admin(Method::GET, &format!("/bgrs/{rid}"))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await;
+            assert_eq!(s, 200, "{b}");
+            if b[0]["status_id"] != "2" {
+                return b[0].clone();
+            }
+            assert!(start.elapsed() < limit, "request {rid} did not finish: {b}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The stored result of an ended request, as text.
+    pub async fn result_text(&self, rid: &str) -> String {
+        let r = self
+            .admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.text().await.unwrap()
+    }
+
+    /// The name of every campaign, by id.
+    pub async fn campaign_names(&self) -> std::collections::BTreeMap<i64, String> {
+        let (s, b) = json(
+            self.admin(Method::GET, "/campaigns?limit=10000")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{b}");
+        b.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_i64().unwrap(),
+                    c["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
