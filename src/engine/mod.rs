@@ -3,6 +3,7 @@
 //! ([`prepare`]), then executed in a storage transaction ([`exec`]). The engine knows no HTTP.
 
 pub mod batch;
+pub mod cursor;
 mod error;
 pub mod exec;
 mod group;
