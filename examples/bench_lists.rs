@@ -6,7 +6,7 @@
 //! cargo run --release --example bench_lists -- --database-url postgres://postgres@127.0.0.1:5432/test
 //! ```
 //!
-//! For each backend it starts the server on port 0 with a fresh data directory (PostgreSQL: a
+//! It starts the server in this process (on its own runtime) on port 0 with a fresh data directory (PostgreSQL: a
 //! fresh database `entiserve_bench_<hex>`, dropped afterwards), fills `campaigns` with `--rows`
 //! rows in one `INSERT ... SELECT` on its own connection (the row-count triggers see it as any
 //! writer), and measures over HTTP with HTTP Basic on every request:
@@ -73,7 +73,7 @@ struct Server {
     base: String,
     client: Client,
     stop: tokio::sync::oneshot::Sender<()>,
-    handle: tokio::task::JoinHandle<()>,
+    handle: std::thread::JoinHandle<Result<()>>,
     /// SQLite file, or PostgreSQL URL of the bench database.
     db: Db,
 }
@@ -118,16 +118,31 @@ async fn start(args: &Args, dir: &Path) -> Result<Server> {
         }
         None => Db::Sqlite(dir.join("data").join("entiserve.db")),
     };
-    let app = entiserve::App::build(s).await?;
-    let base = format!("http://{}", app.addr());
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let handle = tokio::spawn(async move {
-        let _ = app
-            .run_until(async {
-                let _ = rx.await;
+    // The server gets its own runtime (threads), as a separate process would: the clients'
+    // tasks never wait in its queues, nor it in theirs.
+    let (ready, addr) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let handle = std::thread::spawn(move || -> Result<()> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("server")
+            .build()?;
+        rt.block_on(async move {
+            let app = match entiserve::App::build(s).await {
+                Ok(app) => app,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return Ok(());
+                }
+            };
+            let _ = ready.send(Ok(app.addr()));
+            app.run_until(async {
+                let _ = stopped.await;
             })
-            .await;
+            .await
+        })
     });
+    let base = format!("http://{}", addr.await??);
     Ok(Server {
         base,
         client: Client::builder().pool_max_idle_per_host(64).build()?,
@@ -491,7 +506,10 @@ async fn main() -> Result<()> {
         .ok()
         .context("no request outlives the measurements")?;
     let _ = server.stop.send(());
-    let _ = server.handle.await;
+    server
+        .handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the server thread panicked"))??;
     if let Db::Postgres { admin, name, .. } = &server.db {
         use sqlx::Connection;
         let mut c = sqlx::PgConnection::connect(admin).await?;

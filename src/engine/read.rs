@@ -1,6 +1,9 @@
 //! Reads: one object by id, or a filtered page of a collection with its total count and, while
 //! more rows follow, the cursor that continues after its last row. Point reads run on the
-//! storage's point-read lane, pages and counts on its list lane.
+//! storage's point-read lane, pages and counts on its list lane. List pages are CPU work
+//! (query, decode, render) that cannot run faster than the cores allow, so at most one page per
+//! core is in progress; more wait their turn without using the CPU, which leaves it to point
+//! reads (an object by id, a sign-in), which are never queued.
 
 use super::cursor;
 use super::prepare::{coerce_strings, may_read};
@@ -13,6 +16,11 @@ use std::sync::Arc;
 /// Default and largest page size of a list.
 pub const DEFAULT_LIMIT: i64 = 1000;
 pub const MAX_LIMIT: i64 = 10_000;
+
+/// How many list pages may be in progress at once: one per core.
+pub fn list_admission() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+}
 
 /// Where a requested page starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +142,11 @@ impl Engine {
                 value: Value::int(caller.id),
             });
         }
+        let _turn = self
+            .lists
+            .acquire()
+            .await
+            .map_err(|_| CallError::Internal)?;
         let d = self.storage.dialect();
         let mut lists = ListExec(self.storage.as_ref());
         // One row more than asked tells whether another page follows.

@@ -28,11 +28,13 @@ pub struct Lane {
 }
 
 impl Lane {
-    /// Starts one named thread per connection.
+    /// Starts one named thread per connection; on Linux, `nice` above 0 lowers the threads'
+    /// scheduling priority, so that another lane's work gets the CPU first.
     pub fn start(
         name: &str,
         conns: Vec<Connection>,
         schema: Arc<AtomicU64>,
+        nice: i32,
     ) -> std::io::Result<Lane> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
@@ -46,7 +48,10 @@ impl Lane {
             let s = shared.clone();
             std::thread::Builder::new()
                 .name(format!("sqlite-{name}-{i}"))
-                .spawn(move || work(&s, conn))?;
+                .spawn(move || {
+                    lower_priority(nice);
+                    work(&s, conn)
+                })?;
         }
         Ok(Lane { shared })
     }
@@ -81,6 +86,20 @@ impl Drop for Lane {
             .closed = true;
         self.shared.ready.notify_all();
     }
+}
+
+/// Raises the calling thread's nice value (Linux schedules threads one by one).
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: setpriority on the calling thread's id; failure only leaves the priority.
+        unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 fn work(s: &Shared, conn: Connection) {

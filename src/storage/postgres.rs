@@ -21,7 +21,7 @@ pub struct PgStorage {
 /// Connections of the write pool, the point-read pool and the list pool.
 const WRITERS: u32 = 16;
 const POINT_READERS: u32 = 4;
-const LIST_READERS: u32 = 8;
+const LIST_READERS: u32 = 4;
 
 impl PgStorage {
     pub async fn connect(url: &str) -> anyhow::Result<PgStorage> {

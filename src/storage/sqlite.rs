@@ -17,8 +17,9 @@ use std::time::Duration;
 
 /// Threads (and connections) of the point-read lane.
 const POINT_READERS: usize = 2;
-/// Threads (and connections) of the list lane.
-const LIST_READERS: usize = 4;
+/// Threads (and connections) of the list lane, which runs at a lower priority.
+const LIST_READERS: usize = 2;
+const LIST_NICE: i32 = 10;
 
 pub struct SqliteStorage {
     points: Lane,
@@ -66,8 +67,13 @@ impl SqliteStorage {
         };
         let schema = Arc::new(AtomicU64::new(0));
         Ok(SqliteStorage {
-            points: Lane::start("point", readers(POINT_READERS, 2048)?, schema.clone())?,
-            lists: Lane::start("list", readers(LIST_READERS, 8192)?, schema.clone())?,
+            points: Lane::start("point", readers(POINT_READERS, 2048)?, schema.clone(), 0)?,
+            lists: Lane::start(
+                "list",
+                readers(LIST_READERS, 8192)?,
+                schema.clone(),
+                LIST_NICE,
+            )?,
             schema,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
         })
