@@ -6,10 +6,11 @@
 //! cargo run --release --example bench_lists -- --database-url postgres://postgres@127.0.0.1:5432/test
 //! ```
 //!
-//! It starts the server in this process (on its own runtime) on port 0 with a fresh data directory (PostgreSQL: a
-//! fresh database `entiserve_bench_<hex>`, dropped afterwards), fills `campaigns` with `--rows`
-//! rows in one `INSERT ... SELECT` on its own connection (the row-count triggers see it as any
-//! writer), and measures over HTTP with HTTP Basic on every request:
+//! It starts the server in this process (on its own runtime) on port 0 with a fresh data
+//! directory (PostgreSQL: a fresh database `entiserve_bench_<hex>`, dropped afterwards), fills
+//! `campaigns` with `--rows` rows in one `INSERT ... SELECT` on its own connection (the
+//! row-count triggers see it as any writer), and measures over HTTP with HTTP Basic on every
+//! request:
 //!
 //! 1. `GET /campaigns?limit=100`: the first page with `X-Total-Count`;
 //! 2. the page after row 900,000 (scaled with `--rows`), reached by the `cursor` of the `Link`
