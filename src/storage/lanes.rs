@@ -20,7 +20,13 @@ struct Shared {
 struct Queue {
     jobs: VecDeque<Job>,
     closed: bool,
+    /// Threads waiting on `ready`; a job wakes one only when some are.
+    sleeping: usize,
 }
+
+/// Times an idle thread yields and looks again before it sleeps: a busy server hands it the next
+/// job in the meantime, without a wake-up call.
+const IDLE_YIELDS: usize = 32;
 
 /// A set of threads with their connections, fed from one queue.
 pub struct Lane {
@@ -40,6 +46,7 @@ impl Lane {
             queue: Mutex::new(Queue {
                 jobs: VecDeque::new(),
                 closed: false,
+                sleeping: 0,
             }),
             ready: Condvar::new(),
             schema,
@@ -68,11 +75,14 @@ impl Lane {
                 let _ = tx.send(v);
             }
         });
-        {
+        let wake = {
             let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
             q.jobs.push_back(job);
+            q.sleeping > 0
+        };
+        if wake {
+            self.shared.ready.notify_one();
         }
-        self.shared.ready.notify_one();
         rx.await.ok()
     }
 }
@@ -105,16 +115,34 @@ fn lower_priority(nice: i32) {
 fn work(s: &Shared, conn: Connection) {
     let mut seen = s.schema.load(Ordering::Acquire);
     loop {
-        let job = {
-            let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                if let Some(j) = q.jobs.pop_front() {
-                    break j;
+        let mut job = None;
+        for _ in 0..IDLE_YIELDS {
+            job = s
+                .queue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .jobs
+                .pop_front();
+            if job.is_some() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let job = match job {
+            Some(j) => j,
+            None => {
+                let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if let Some(j) = q.jobs.pop_front() {
+                        break j;
+                    }
+                    if q.closed {
+                        return;
+                    }
+                    q.sleeping += 1;
+                    q = s.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+                    q.sleeping -= 1;
                 }
-                if q.closed {
-                    return;
-                }
-                q = s.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             }
         };
         let now = s.schema.load(Ordering::Acquire);
