@@ -3,6 +3,7 @@
 //! ([`prepare`]), then executed in a storage transaction ([`exec`]). The engine knows no HTTP.
 
 pub mod batch;
+pub mod cursor;
 mod error;
 pub mod exec;
 mod group;
@@ -81,6 +82,8 @@ pub struct Engine {
     pub user_changed: UserChanged,
     /// The group-commit writer, on single-writer backends.
     writer: Option<group::Queue>,
+    /// Admission of list pages (see [`read`]): point reads never wait for it.
+    lists: Arc<tokio::sync::Semaphore>,
 }
 
 impl Engine {
@@ -95,6 +98,7 @@ impl Engine {
             storage,
             user_changed,
             writer: None,
+            lists: Arc::new(tokio::sync::Semaphore::new(read::list_admission())),
         };
         if e.storage.dialect() == crate::storage::Dialect::Sqlite {
             e.writer = Some(group::spawn(e.clone()));

@@ -1,9 +1,15 @@
-//! Reads: one object by id, or a filtered page of a collection with its total count.
+//! Reads: one object by id, or a filtered page of a collection with its total count and, while
+//! more rows follow, the cursor that continues after its last row. Point reads run on the
+//! storage's point-read lane, pages and counts on its list lane. List pages are CPU work
+//! (query, decode, render) that cannot run faster than the cores allow, so at most one page per
+//! core is in progress; more wait their turn without using the CPU, which leaves it to point
+//! reads (an object by id, a sign-in), which are never queued.
 
+use super::cursor;
 use super::prepare::{coerce_strings, may_read};
 use super::{CallError, Caller, Engine, internal, render};
 use crate::schema::Entity;
-use crate::storage::{PoolExec, Value, entity};
+use crate::storage::{ListExec, PoolExec, Value, entity};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
@@ -11,11 +17,27 @@ use std::sync::Arc;
 pub const DEFAULT_LIMIT: i64 = 1000;
 pub const MAX_LIMIT: i64 = 10_000;
 
+/// How many list pages may be in progress at once: one per core.
+pub fn list_admission() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+}
+
+/// Where a requested page starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageStart {
+    /// After skipping this many objects.
+    Offset(i64),
+    /// Right after the last object of the page that handed out this cursor.
+    Cursor(String),
+}
+
 /// A page of objects and the number of objects matching the filters.
 pub struct Page {
     pub entity: Arc<Entity>,
     pub items: Vec<Json>,
     pub total: i64,
+    /// The cursor of the next page; `None` on the last page (and with `limit=0`).
+    pub next: Option<String>,
 }
 
 impl Engine {
@@ -55,8 +77,12 @@ impl Engine {
         name: &str,
         filters: Vec<(String, String)>,
         limit: i64,
-        offset: i64,
+        start: PageStart,
     ) -> Result<Page, CallError> {
+        let start = match start {
+            PageStart::Offset(n) => entity::Start::Offset(n),
+            PageStart::Cursor(c) => entity::Start::AfterId(cursor::decode(&c)?),
+        };
         let e = self.entity(name)?;
         if !may_read(&e, caller, None) {
             return Err(CallError::Forbidden(format!(
@@ -116,23 +142,36 @@ impl Engine {
                 value: Value::int(caller.id),
             });
         }
+        let _turn = self
+            .lists
+            .acquire()
+            .await
+            .map_err(|_| CallError::Internal)?;
         let d = self.storage.dialect();
-        let mut pool = PoolExec(self.storage.as_ref());
-        let rows = entity::list(&mut pool, d, &e, &conds, limit, offset)
+        let mut lists = ListExec(self.storage.as_ref());
+        // One row more than asked tells whether another page follows.
+        let mut rows = entity::list(&mut lists, d, &e, &conds, limit + 1, start)
             .await
             .map_err(internal)?;
-        let total = if offset == 0 && (rows.len() as i64) < limit {
+        let more = rows.len() as i64 > limit;
+        rows.truncate(limit as usize);
+        let total = if start == entity::Start::Offset(0) && !more {
             rows.len() as i64
         } else {
-            entity::count(&mut pool, d, &e, &conds)
+            entity::count(&mut lists, d, &e, &conds)
                 .await
                 .map_err(internal)?
+        };
+        let next = match rows.last() {
+            Some(last) if more => last[0].as_i64().map(cursor::encode),
+            _ => None,
         };
         let items = rows.iter().map(|r| render::object(&e, r)).collect();
         Ok(Page {
             entity: e,
             items,
             total,
+            next,
         })
     }
 }

@@ -6,7 +6,7 @@ use poem::{Body, Request};
 use serde_json::{Map, Value as Json};
 
 /// Query parameters the HTTP layer reads itself; they are never entity fields.
-pub const RESERVED_QUERY: &[&str] = &["_token", "bgrs", "t", "limit", "offset"];
+pub const RESERVED_QUERY: &[&str] = &["_token", "bgrs", "t", "limit", "offset", "cursor"];
 
 /// What a request body held.
 pub enum Payload {

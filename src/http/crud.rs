@@ -1,11 +1,12 @@
-//! The CRUD routes of every entity: list (JSON or `t=csv`), get, create, update, delete.
+//! The CRUD routes of every entity: list (JSON or `t=csv`, with `X-Total-Count` and a
+//! `Link: <...>; rel="next"` while more rows follow), get, create, update, delete.
 //! Each change becomes one engine [`Call`].
 
 use super::batch;
 use super::body::{self, Payload};
 use super::error::{ApiError, Result};
 use super::{AppState, Authed, json_response};
-use crate::engine::read::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::engine::read::{DEFAULT_LIMIT, MAX_LIMIT, PageStart};
 use crate::engine::{Call, CallError, Caller, Op, prepare, render};
 use poem::http::StatusCode;
 use poem::web::{Data, Path};
@@ -49,6 +50,15 @@ pub async fn list(
     let pairs = body::query_pairs(req)?;
     let limit = page_param(&pairs, "limit", DEFAULT_LIMIT, MAX_LIMIT)?;
     let offset = page_param(&pairs, "offset", 0, i64::MAX)?;
+    let start = match body::query_param(&pairs, "cursor") {
+        None => PageStart::Offset(offset),
+        Some(_) if body::query_param(&pairs, "offset").is_some() => {
+            return Err(ApiError::BadRequest(
+                "give either `offset` or `cursor`, not both".into(),
+            ));
+        }
+        Some(c) => PageStart::Cursor(c),
+    };
     let as_csv = match body::query_param(&pairs, "t").as_deref() {
         None | Some("json") => false,
         Some("csv") => true,
@@ -56,7 +66,13 @@ pub async fn list(
     };
     let page = state
         .engine
-        .list(&caller, &entity, body::field_pairs(pairs), limit, offset)
+        .list(
+            &caller,
+            &entity,
+            body::field_pairs(pairs.clone()),
+            limit,
+            start,
+        )
         .await?;
     let mut resp = if as_csv {
         csv_response(&page.entity, &page.items)?
@@ -65,7 +81,30 @@ pub async fn list(
     };
     resp.headers_mut()
         .insert("x-total-count", page.total.into());
+    if let Some(cursor) = &page.next {
+        let link = next_link(req.original_uri().path(), pairs, cursor)?;
+        resp.headers_mut().insert("link", link);
+    }
     Ok(resp)
+}
+
+/// `Link: <path?query>; rel="next"` (RFC 8288): the request's own query with `offset` and
+/// `cursor` replaced by the next page's cursor. The target is a path-absolute reference, which
+/// resolves against the request's URL whatever host and scheme a proxy in front shows.
+fn next_link(
+    path: &str,
+    pairs: Vec<(String, String)>,
+    cursor: &str,
+) -> Result<poem::http::HeaderValue> {
+    let mut query: Vec<(String, String)> = pairs
+        .into_iter()
+        .filter(|(k, _)| k != "offset" && k != "cursor")
+        .collect();
+    query.push(("cursor".into(), cursor.into()));
+    let query =
+        serde_urlencoded::to_string(&query).map_err(|_| ApiError::Call(CallError::Internal))?;
+    poem::http::HeaderValue::from_str(&format!("<{path}?{query}>; rel=\"next\""))
+        .map_err(|_| ApiError::Call(CallError::Internal))
 }
 
 fn csv_response(e: &crate::schema::Entity, items: &[Json]) -> Result<Response> {

@@ -174,7 +174,8 @@ fn entity_paths(prefix: &str, e: &Entity, paths: &mut Map<String, Json>) {
     let name = &e.name;
     let mut list_params = vec![
         json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1000}}),
-        json!({"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}),
+        json!({"name": "offset", "in": "query", "description": "objects to skip; not with `cursor`", "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}),
+        json!({"name": "cursor", "in": "query", "description": "continue after the last object of an earlier page: the value from that reply's `Link: <...>; rel=\"next\"` header; not with `offset`", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"}}),
         json!({"name": "t", "in": "query", "description": "csv: the same data as CSV", "schema": {"type": "string", "enum": ["csv", "json"]}}),
     ];
     for f in e.fields.iter().filter(|f| !f.secret) {
@@ -189,7 +190,10 @@ fn entity_paths(prefix: &str, e: &Entity, paths: &mut Map<String, Json>) {
         "200".into(),
         json!({
             "description": format!("a page of {name}"),
-            "headers": {"X-Total-Count": {"description": "objects matching the filters", "schema": {"type": "integer"}}},
+            "headers": {
+                "X-Total-Count": {"description": "objects matching the filters", "schema": {"type": "integer"}},
+                "Link": {"description": "`<url>; rel=\"next\"` (RFC 8288) while more objects follow: this request's query with a `cursor` that continues after this page's last object", "schema": {"type": "string"}}
+            },
             "content": {
                 "application/json": {"schema": {"type": "array", "items": reference(&t)}},
                 "text/csv": {"schema": {"type": "string"}}

@@ -26,6 +26,7 @@ pub const RESERVED_FIELDS: &[&str] = &[
     "t",
     "limit",
     "offset",
+    "cursor",
     "bgrs",
 ];
 

@@ -14,8 +14,18 @@ pub struct RawEntity {
     pub allow_destructive: bool,
 }
 
-/// Names taken by built-in routes.
-const RESERVED_ENTITIES: &[&str] = &["bgrs", "auth", "tools", "media", "healthz", "docs", "files"];
+/// Names taken by built-in routes, and by the tables that keep row counts.
+const RESERVED_ENTITIES: &[&str] = &[
+    "bgrs",
+    "auth",
+    "tools",
+    "media",
+    "healthz",
+    "docs",
+    "files",
+    "entity_counts",
+    "entity_count_deltas",
+];
 
 /// A problem and the key path it belongs to.
 pub struct Problem {
@@ -75,7 +85,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
     if RESERVED_ENTITIES.contains(&name.as_str()) {
         sink.push(
             &["name"],
-            format!("entity name `{name}` is reserved for a built-in route"),
+            format!("entity name `{name}` is reserved for a built-in route or table"),
         );
     }
     let access = read_access(map.get("access"), &mut sink);

@@ -1,5 +1,6 @@
 //! The additive DDL plan: entity tables are created from the catalog, and columns a definition
-//! gained are added. Nothing here ever drops or narrows a column.
+//! gained are added, with the triggers that keep each table's row count (see
+//! [`super::counts`]). Nothing here ever drops or narrows a column.
 
 use super::{Dialect, Storage};
 use crate::schema::{Catalog, Entity, FieldType};
@@ -47,11 +48,15 @@ pub fn plan(d: Dialect, entity: &Entity, existing: &[String]) -> Vec<String> {
             ));
         }
     }
+    out.extend(super::counts::track(d, entity));
     out
 }
 
 /// Creates or extends the table of every entity of the catalog, references first.
 pub async fn apply(storage: &dyn Storage, catalog: &Catalog) -> super::Result<()> {
+    storage
+        .batch_ddl(&super::counts::setup(storage.dialect()))
+        .await?;
     for entity in catalog.entities.values() {
         let existing = storage.table_columns(&entity.name).await?;
         let stmts = plan(storage.dialect(), entity, &existing);

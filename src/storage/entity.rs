@@ -17,24 +17,36 @@ pub struct Filter {
     pub value: Value,
 }
 
-fn where_clause(d: Dialect, filters: &[Filter], args: &mut Vec<Value>) -> String {
-    if filters.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = filters
+fn conditions(d: Dialect, filters: &[Filter], args: &mut Vec<Value>) -> Vec<String> {
+    filters
         .iter()
-        .map(|f| {
-            args.push(f.value.clone());
-            match f.value {
-                Value::Int(None) | Value::Float(None) | Value::Bool(None) | Value::Text(None) => {
-                    args.pop();
-                    format!("{} IS NULL", d.quote(&f.column))
-                }
-                _ => format!("{} = {}", d.quote(&f.column), d.ph(args.len())),
+        .map(|f| match f.value {
+            Value::Int(None) | Value::Float(None) | Value::Bool(None) | Value::Text(None) => {
+                format!("{} IS NULL", d.quote(&f.column))
+            }
+            _ => {
+                args.push(f.value.clone());
+                format!("{} = {}", d.quote(&f.column), d.ph(args.len()))
             }
         })
-        .collect();
-    format!(" WHERE {}", parts.join(" AND "))
+        .collect()
+}
+
+fn where_clause(parts: &[String]) -> String {
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", parts.join(" AND "))
+    }
+}
+
+/// Where a page starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// After skipping this many rows (costs as much as reading them).
+    Offset(i64),
+    /// Right after the row with this id (keyset: an index seek, whatever the depth).
+    AfterId(i64),
 }
 
 /// One page of rows, ordered by id.
@@ -44,26 +56,39 @@ pub async fn list(
     e: &Entity,
     filters: &[Filter],
     limit: i64,
-    offset: i64,
+    start: Start,
 ) -> Result<Vec<Row>> {
     let mut args = Vec::new();
-    let w = where_clause(d, filters, &mut args);
+    let mut parts = conditions(d, filters, &mut args);
+    if let Start::AfterId(id) = start {
+        args.push(Value::int(id));
+        parts.push(format!("\"id\" > {}", d.ph(args.len())));
+    }
+    let w = where_clause(&parts);
     args.push(Value::int(limit));
-    args.push(Value::int(offset));
-    let sql = format!(
-        "SELECT {} FROM {}{w} ORDER BY \"id\" LIMIT {} OFFSET {}",
+    let mut sql = format!(
+        "SELECT {} FROM {}{w} ORDER BY \"id\" LIMIT {}",
         column_list(d, e),
         d.quote(&e.name),
-        d.ph(args.len() - 1),
         d.ph(args.len())
     );
+    if let Start::Offset(offset) = start {
+        args.push(Value::int(offset));
+        sql.push_str(&format!(" OFFSET {}", d.ph(args.len())));
+    }
     ex.fetch(&sql, &args, &e.col_types()).await
 }
 
-/// The number of rows matching `filters`.
+/// The number of rows matching `filters`: the kept row count when there are none (see
+/// [`super::counts`]), else a `COUNT(*)` that the filtered columns' indexes serve.
 pub async fn count(ex: &mut dyn Exec, d: Dialect, e: &Entity, filters: &[Filter]) -> Result<i64> {
+    if filters.is_empty()
+        && let Some(n) = super::counts::total(ex, d, e).await?
+    {
+        return Ok(n);
+    }
     let mut args = Vec::new();
-    let w = where_clause(d, filters, &mut args);
+    let w = where_clause(&conditions(d, filters, &mut args));
     let sql = format!("SELECT COUNT(*) FROM {}{w}", d.quote(&e.name));
     let rows = ex
         .fetch(&sql, &args, &[crate::schema::ColType::Int])

@@ -3,8 +3,10 @@
 //! additive DDL plan, and stored files. It executes; it does not decide (that is the engine's).
 
 pub mod contention;
+pub mod counts;
 pub mod ddl;
 pub mod entity;
+mod lanes;
 pub mod lock;
 mod migrate;
 mod postgres;
@@ -161,8 +163,11 @@ pub trait Storage: Send + Sync + 'static {
     fn dialect(&self) -> Dialect;
     /// Starts a write transaction.
     async fn begin(&self) -> Result<Box<dyn Tx>>;
-    /// Runs a read-only query on the read pool.
+    /// Runs a short read-only query (a point read: by id, a sign-in, a job record) on the
+    /// point-read lane, which list queries never occupy.
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
+    /// Runs a read-only query that may visit many rows (a list page, a count) on the list lane.
+    async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
     /// Runs one write statement in its own transaction.
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64>;
     /// Names of the columns of `table`, empty when the table does not exist.
@@ -203,8 +208,21 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// Runs statements on a storage's pools, one at a time (reads on the read pool).
+/// Runs statements on a storage's pools, one at a time (reads on the point-read lane).
 pub struct PoolExec<'a>(pub &'a dyn Storage);
+
+/// Runs statements on a storage's pools, one at a time (reads on the list lane).
+pub struct ListExec<'a>(pub &'a dyn Storage);
+
+#[async_trait]
+impl Exec for ListExec<'_> {
+    async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
+        self.0.execute(sql, args).await
+    }
+    async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        self.0.fetch_list(sql, args, types).await
+    }
+}
 
 #[async_trait]
 impl Exec for PoolExec<'_> {

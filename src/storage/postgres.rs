@@ -1,4 +1,6 @@
-//! The PostgreSQL backend, for deployments that outgrow one machine.
+//! The PostgreSQL backend, for deployments that outgrow one machine. Three pools, so that no
+//! kind of work waits for connections another kind holds: writes (transactions), point reads
+//! (by id, sign-ins, job records) and list reads (pages and counts).
 
 use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, sql::Dialect};
 use crate::schema::ColType;
@@ -10,18 +12,59 @@ use std::time::Duration;
 
 pub struct PgStorage {
     pool: PgPool,
+    points: PgPool,
+    lists: PgPool,
+    /// Folds pending row-count deltas; stopped when the storage is dropped.
+    compactor: tokio::task::JoinHandle<()>,
 }
+
+/// Connections of the write pool, the point-read pool and the list pool.
+const WRITERS: u32 = 16;
+const POINT_READERS: u32 = 4;
+const LIST_READERS: u32 = 4;
 
 impl PgStorage {
     pub async fn connect(url: &str) -> anyhow::Result<PgStorage> {
         let opts = PgConnectOptions::from_str(url)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .min_connections(1)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(opts)
-            .await?;
-        Ok(PgStorage { pool })
+        let pool_of = |max: u32, min: u32| {
+            PgPoolOptions::new()
+                .max_connections(max)
+                .min_connections(min)
+                .acquire_timeout(Duration::from_secs(60))
+        };
+        let pool = pool_of(WRITERS, 1).connect_with(opts.clone()).await?;
+        let points = pool_of(POINT_READERS, 1).connect_with(opts.clone()).await?;
+        let lists = pool_of(LIST_READERS, 0).connect_lazy_with(opts);
+        let compactor = tokio::spawn(compact_counts(pool.clone()));
+        Ok(PgStorage {
+            pool,
+            points,
+            lists,
+            compactor,
+        })
+    }
+}
+
+impl Drop for PgStorage {
+    fn drop(&mut self) {
+        self.compactor.abort();
+    }
+}
+
+/// Every second, folds the row-count deltas that writes appended into the per-entity totals, so
+/// that a count reads a handful of rows.
+async fn compact_counts(pool: PgPool) {
+    let sql = super::counts::compact_sql();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        if let Err(e) = sqlx::raw_sql(sql).execute(&pool).await {
+            tracing::debug!(error = %e, "row-count compaction failed; it runs again");
+        }
     }
 }
 
@@ -139,7 +182,11 @@ impl Storage for PgStorage {
     }
 
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        fetch_on(&self.pool, sql, args, types).await
+        fetch_on(&self.points, sql, args, types).await
+    }
+
+    async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        fetch_on(&self.lists, sql, args, types).await
     }
 
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64> {
@@ -178,6 +225,9 @@ impl Storage for PgStorage {
     }
 
     async fn close(&self) {
+        self.compactor.abort();
+        self.lists.close().await;
+        self.points.close().await;
         self.pool.close().await;
     }
 }

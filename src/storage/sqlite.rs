@@ -1,22 +1,31 @@
-//! The embedded SQLite backend (rusqlite): a WAL database file, a few reader connections and one
-//! writer connection. Statements run inline on the calling task: a point read or write takes
-//! microseconds, far less than handing it to another thread and back.
+//! The embedded SQLite backend (rusqlite): a WAL database file, one writer connection, and two
+//! read lanes on their own threads (see [`super::lanes`]): a small one for point reads (by id,
+//! sign-ins, job records) and a larger one for list pages and counts, so that neither waits
+//! behind the other and no read runs on the async workers. Writes run inline on the calling task
+//! under the writer's lock.
 
+use super::lanes::Lane;
 use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, sql::Dialect};
 use crate::schema::ColType;
 use async_trait::async_trait;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, ToSql, ffi};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-const READERS: usize = 4;
+/// Threads (and connections) of the point-read lane.
+const POINT_READERS: usize = 2;
+/// Threads (and connections) of the list lane, which runs at a lower priority.
+const LIST_READERS: usize = 2;
+const LIST_NICE: i32 = 10;
 
 pub struct SqliteStorage {
-    readers: Vec<Mutex<Connection>>,
-    next: AtomicUsize,
+    points: Lane,
+    lists: Lane,
+    /// Bumped after DDL so the lanes drop their cached statements.
+    schema: Arc<AtomicU64>,
     writer: Arc<tokio::sync::Mutex<Connection>>,
 }
 
@@ -51,27 +60,35 @@ impl SqliteStorage {
             std::fs::create_dir_all(dir)?;
         }
         let writer = open(&path, 8192)?;
-        let readers = (0..READERS)
-            .map(|_| open(&path, 2048).map(Mutex::new))
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let readers = |n: usize, cache_kib: i64| {
+            (0..n)
+                .map(|_| open(&path, cache_kib))
+                .collect::<rusqlite::Result<Vec<_>>>()
+        };
+        let schema = Arc::new(AtomicU64::new(0));
         Ok(SqliteStorage {
-            readers,
-            next: AtomicUsize::new(0),
+            points: Lane::start("point", readers(POINT_READERS, 2048)?, schema.clone(), 0)?,
+            lists: Lane::start(
+                "list",
+                readers(LIST_READERS, 8192)?,
+                schema.clone(),
+                LIST_NICE,
+            )?,
+            schema,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
         })
     }
 
-    fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> T) -> T {
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        for i in 0..self.readers.len() {
-            if let Ok(c) = self.readers[(start + i) % self.readers.len()].try_lock() {
-                return f(&c);
-            }
-        }
-        let c = self.readers[start % self.readers.len()]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        f(&c)
+    async fn read_on(
+        lane: &Lane,
+        sql: &str,
+        args: &[Value],
+        types: &[ColType],
+    ) -> Result<Vec<Row>> {
+        let (sql, args, types) = (sql.to_string(), args.to_vec(), types.to_vec());
+        lane.run(move |c| fetch_on(c, &sql, &args, &types))
+            .await
+            .unwrap_or_else(|| Err(StorageError::Database("a read thread failed".into())))
     }
 }
 
@@ -227,7 +244,11 @@ impl Storage for SqliteStorage {
     }
 
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        self.with_reader(|c| fetch_on(c, sql, args, types))
+        Self::read_on(&self.points, sql, args, types).await
+    }
+
+    async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        Self::read_on(&self.lists, sql, args, types).await
     }
 
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64> {
@@ -259,12 +280,8 @@ impl Storage for SqliteStorage {
             }
         }
         c.execute_batch("COMMIT").map_err(db)?;
-        // Readers cache the schema; make them see the change.
-        for r in &self.readers {
-            r.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .flush_prepared_statement_cache();
-        }
+        // Readers cache statements; make them prepare again.
+        self.schema.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 

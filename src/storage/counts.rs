@@ -1,0 +1,109 @@
+//! Row counts per entity, kept by the database itself so that an unfiltered `X-Total-Count`
+//! reads one row instead of scanning the table.
+//!
+//! Triggers created with each entity table keep the count inside the very transaction (and
+//! savepoint) that inserts or deletes, so no write path can forget it and a rolled-back item
+//! cannot drift it. On SQLite (one writer at a time) a row trigger adds to `entity_counts`
+//! directly. On PostgreSQL a shared counter row would serialise every writer of an entity, so
+//! statement triggers append a delta row instead (`entity_count_deltas`, which nobody updates),
+//! and the storage folds the deltas into `entity_counts` every second in one statement; a count
+//! is the total plus the few pending deltas, read in one snapshot.
+
+use super::sql::Dialect;
+use super::{Exec, Result, Value};
+use crate::schema::{ColType, Entity};
+
+/// Statements that create the count tables (and PostgreSQL's trigger functions); idempotent.
+pub fn setup(d: Dialect) -> Vec<String> {
+    let mut out = vec![
+        "CREATE TABLE IF NOT EXISTS \"entity_counts\" (\"entity\" TEXT PRIMARY KEY, \"n\" BIGINT NOT NULL)"
+            .to_string(),
+    ];
+    if d == Dialect::Postgres {
+        out.push(
+            "CREATE TABLE IF NOT EXISTS \"entity_count_deltas\" (\"entity\" TEXT NOT NULL, \"n\" BIGINT NOT NULL)"
+                .into(),
+        );
+        out.push(
+            "CREATE INDEX IF NOT EXISTS \"entity_count_deltas_entity_idx\" ON \"entity_count_deltas\" (\"entity\")"
+                .into(),
+        );
+        for (name, table, sign) in [("ins", "new_rows", ""), ("del", "old_rows", "-")] {
+            out.push(format!(
+                "CREATE OR REPLACE FUNCTION \"entiserve_count_{name}\"() RETURNS trigger \
+                 LANGUAGE plpgsql AS $f$ BEGIN \
+                 INSERT INTO \"entity_count_deltas\" (\"entity\", \"n\") \
+                 SELECT TG_TABLE_NAME, {sign}COUNT(*) FROM \"{table}\" HAVING COUNT(*) > 0; \
+                 RETURN NULL; END $f$"
+            ));
+        }
+    }
+    out
+}
+
+/// Statements that make the table of `e` keep its count: the triggers, created when missing,
+/// and the count itself, taken once when the entity has none yet (a table older than its
+/// triggers). They run in the same transaction, after the table exists.
+pub fn track(d: Dialect, e: &Entity) -> Vec<String> {
+    let table = d.quote(&e.name);
+    // The entity name is a catalog identifier (`[a-z][a-z0-9_]*`): safe as a literal.
+    let lit = format!("'{}'", e.name);
+    let mut out = Vec::new();
+    match d {
+        Dialect::Sqlite => {
+            for (name, event, delta) in [("ins", "INSERT", "+ 1"), ("del", "DELETE", "- 1")] {
+                let trigger = d.quote(&format!("entiserve_count_{name}_{}", e.name));
+                out.push(format!(
+                    "CREATE TRIGGER IF NOT EXISTS {trigger} AFTER {event} ON {table} BEGIN \
+                     UPDATE \"entity_counts\" SET \"n\" = \"n\" {delta} WHERE \"entity\" = {lit}; END"
+                ));
+            }
+        }
+        Dialect::Postgres => {
+            for (name, event, table_kind, rows) in [
+                ("ins", "INSERT", "NEW", "new_rows"),
+                ("del", "DELETE", "OLD", "old_rows"),
+            ] {
+                let trigger = format!("entiserve_count_{name}");
+                out.push(format!(
+                    "DO $d$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger \
+                     WHERE tgname = '{trigger}' AND tgrelid = '{table}'::regclass) THEN \
+                     CREATE TRIGGER \"{trigger}\" AFTER {event} ON {table} \
+                     REFERENCING {table_kind} TABLE AS \"{rows}\" FOR EACH STATEMENT \
+                     EXECUTE FUNCTION \"{trigger}\"(); END IF; END $d$"
+                ));
+            }
+        }
+    }
+    out.push(format!(
+        "INSERT INTO \"entity_counts\" (\"entity\", \"n\") \
+         SELECT {lit}, (SELECT COUNT(*) FROM {table}) \
+         WHERE NOT EXISTS (SELECT 1 FROM \"entity_counts\" WHERE \"entity\" = {lit})"
+    ));
+    out
+}
+
+/// PostgreSQL: folds every pending delta into its entity's total, in one statement.
+pub const fn compact_sql() -> &'static str {
+    "WITH d AS (DELETE FROM \"entity_count_deltas\" RETURNING \"entity\", \"n\"), \
+     s AS (SELECT \"entity\", SUM(\"n\")::BIGINT AS \"n\" FROM d GROUP BY \"entity\") \
+     INSERT INTO \"entity_counts\" (\"entity\", \"n\") SELECT \"entity\", \"n\" FROM s \
+     ON CONFLICT (\"entity\") DO UPDATE SET \"n\" = \"entity_counts\".\"n\" + EXCLUDED.\"n\""
+}
+
+/// The number of rows of `e`, from its kept count; `None` when it has none (the table is not
+/// tracked yet), and the caller counts the rows instead.
+pub async fn total(ex: &mut dyn Exec, d: Dialect, e: &Entity) -> Result<Option<i64>> {
+    let sql = match d {
+        Dialect::Sqlite => "SELECT \"n\" FROM \"entity_counts\" WHERE \"entity\" = ?1",
+        Dialect::Postgres => {
+            "SELECT c.\"n\" + COALESCE((SELECT SUM(x.\"n\") FROM \"entity_count_deltas\" x \
+             WHERE x.\"entity\" = $1), 0)::BIGINT \
+             FROM \"entity_counts\" c WHERE c.\"entity\" = $1"
+        }
+    };
+    let rows = ex
+        .fetch(sql, &[Value::text(e.name.clone())], &[ColType::Int])
+        .await?;
+    Ok(rows.first().and_then(|r| r[0].as_i64()))
+}
