@@ -3,7 +3,7 @@
 //! a crash or a refused upload) once they are older than [`SCRATCH_GRACE`].
 
 use super::{Jobs, unix_now};
-use crate::storage::Value;
+use crate::storage::requests;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -35,71 +35,29 @@ impl Jobs {
 
     /// One sweep.
     pub async fn sweep(&self) -> crate::storage::Result<()> {
-        let d = self.storage.dialect();
         let cutoff = chrono::Utc::now()
             - chrono::Duration::from_std(self.settings.result_keep).unwrap_or_default();
-        let cutoff = crate::time::format(cutoff);
-        let sql = format!(
-            "SELECT \"rid\" FROM \"bg_requests\" WHERE \"expired\" = 0 AND \"finished_dt\" IS NOT NULL AND \"finished_dt\" < {} LIMIT 1000",
-            d.ph(1)
-        );
-        let rows = self
-            .storage
-            .fetch(
-                &sql,
-                &[Value::text(cutoff)],
-                &[crate::schema::ColType::Text],
-            )
-            .await?;
-        for r in rows {
-            let Some(rid) = r.into_iter().next().and_then(|v| v.into_string()) else {
-                continue;
-            };
-            let mut tx = self.storage.begin().await?;
-            for table in ["bg_results", "bg_items", "bg_details"] {
-                let sql = format!("DELETE FROM \"{table}\" WHERE \"rid\" = {}", d.ph(1));
-                tx.execute(&sql, &[Value::text(&rid)]).await?;
-            }
-            let sql = format!(
-                "UPDATE \"bg_requests\" SET \"expired\" = 1 WHERE \"rid\" = {}",
-                d.ph(1)
-            );
-            tx.execute(&sql, &[Value::text(&rid)]).await?;
-            tx.commit().await?;
-            let _ = std::fs::remove_file(
-                self.settings
-                    .data_dir
-                    .join(format!("media/keep1m/bgrs.{rid}.result.csv")),
-            );
+        let store = self.storage.as_ref();
+        for rid in requests::expired(store, &crate::time::format(cutoff)).await? {
+            requests::expire(store, &rid).await?;
+            let (file, _) = crate::uploader::result_location(&self.settings.data_dir, &rid);
+            let _ = std::fs::remove_file(file);
             tracing::info!(rid, "removed an expired result");
         }
-        let sql = format!(
-            "DELETE FROM \"idempotency_keys\" WHERE \"created_at\" < {}",
-            d.ph(1)
-        );
-        self.storage
-            .execute(&sql, &[Value::int(unix_now() - 24 * 3600)])
-            .await?;
+        requests::forget_keys_before(store, unix_now() - 24 * 3600).await?;
         Ok(())
     }
 
     /// Removes files in the uploads directory that no unfinished request owns and that are
     /// older than `grace`. Returns how many went.
     pub async fn sweep_scratch(&self, grace: Duration) -> crate::storage::Result<usize> {
-        let rows = self
-            .storage
-            .fetch(
-                "SELECT \"params\" FROM \"bg_requests\" WHERE \"finished_dt\" IS NULL AND \"kind\" IN ('upload', 'upload_sync')",
-                &[],
-                &[crate::schema::ColType::Text],
-            )
-            .await?;
-        let owned: std::collections::HashSet<std::path::PathBuf> = rows
-            .into_iter()
-            .filter_map(|r| r.into_iter().next().and_then(|v| v.into_string()))
-            .filter_map(|p| serde_json::from_str::<crate::uploader::Plan>(&p).ok())
-            .map(|p| p.utf8_path)
-            .collect();
+        let owned: std::collections::HashSet<std::path::PathBuf> =
+            requests::unfinished_upload_params(self.storage.as_ref())
+                .await?
+                .into_iter()
+                .filter_map(|p| serde_json::from_str::<crate::uploader::Plan>(&p).ok())
+                .map(|p| p.utf8_path)
+                .collect();
         let dir = crate::uploader::intake::work_dir(&self.settings.data_dir);
         let removed = tokio::task::spawn_blocking(move || {
             crate::uploader::intake::remove_orphans(&dir, &owned, grace)

@@ -10,6 +10,7 @@ mod lanes;
 pub mod lock;
 mod migrate;
 mod postgres;
+pub mod requests;
 mod sql;
 mod sqlite;
 
