@@ -49,17 +49,10 @@ impl<'a> FromRequest<'a> for Authed {
             .data::<Arc<AppState>>()
             .expect("the state is attached to every route");
         let auth = &state.auth;
-        let caller = if let Some(h) = req.header("authorization") {
-            let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
-            match scheme.to_ascii_lowercase().as_str() {
-                "basic" => auth.basic_header(rest, client_ip(req)).await,
-                "bearer" => auth.token(rest.trim()).await,
-                _ => Err(crate::auth::AuthError::Missing),
-            }
-        } else if let Some(t) = body::query_param(&body::query_pairs(req)?, "_token") {
-            auth.token(&t).await
-        } else {
-            Err(crate::auth::AuthError::Missing)
+        let caller = match presented(req)? {
+            Presented::Basic(encoded) => auth.basic_header(encoded, client_ip(req)).await,
+            Presented::Token(t) => auth.token(&t).await,
+            Presented::Nothing => Err(crate::auth::AuthError::Missing),
         };
         Ok(Authed(caller.map_err(ApiError::from)?))
     }
@@ -70,15 +63,39 @@ pub fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
     req.remote_addr().as_socket_addr().map(|a| a.ip())
 }
 
-/// The bearer token a request presents (`Authorization: Bearer` or `_token=`).
-pub fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
+/// The credential a request presents.
+enum Presented<'a> {
+    /// `Authorization: Basic <encoded>`.
+    Basic(&'a str),
+    /// `Authorization: Bearer <token>` or `_token=<token>`.
+    Token(String),
+    /// None, or an `Authorization` scheme this server does not take.
+    Nothing,
+}
+
+fn presented(req: &Request) -> Result<Presented<'_>, ApiError> {
     if let Some(h) = req.header("authorization") {
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
-        return Ok(scheme
-            .eq_ignore_ascii_case("bearer")
-            .then(|| rest.trim().to_string()));
+        return Ok(match scheme.to_ascii_lowercase().as_str() {
+            "basic" => Presented::Basic(rest),
+            "bearer" => Presented::Token(rest.trim().to_string()),
+            _ => Presented::Nothing,
+        });
     }
-    Ok(body::query_param(&body::query_pairs(req)?, "_token"))
+    Ok(
+        match body::query_param(&body::query_pairs(req)?, "_token") {
+            Some(t) => Presented::Token(t),
+            None => Presented::Nothing,
+        },
+    )
+}
+
+/// The bearer token a request presents (`Authorization: Bearer` or `_token=`).
+pub fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
+    Ok(match presented(req)? {
+        Presented::Token(t) => Some(t),
+        _ => None,
+    })
 }
 
 /// A JSON response.
