@@ -4,16 +4,18 @@
 #
 #   benches/crud.sh                 # SQLite in a temp dir
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench benches/crud.sh
+#   BIN=/path/to/other/entiserve benches/crud.sh   # another binary (an A/B), nothing built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-5}"
 DURATION="${DURATION:-10s}"
 PORT="${PORT:-18181}"
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
-cargo build --release --quiet
+BIN="${BIN:-}"
+[ -n "$BIN" ] || { cargo build --release --quiet; BIN=./target/release/entiserve; }
 dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
-ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn ./target/release/entiserve serve \
+ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn "$BIN" serve \
   --bind "127.0.0.1:$PORT" --data-dir "$dir/data" --entities entities 2>"$dir/server.log" &
 pid=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done

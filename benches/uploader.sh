@@ -5,6 +5,7 @@
 #
 #   benches/uploader.sh                       # SQLite
 #   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/uploader.sh   # and PostgreSQL
+#   COMPARE_BIN=/path/to/older/entiserve benches/uploader.sh   # A/B: the other binary, same runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS="${ROWS:-1000000}"
@@ -12,6 +13,8 @@ RUNS="${RUNS:-3}"
 PORT="${PORT:-18191}"
 command -v sqlite3 >/dev/null || { echo "install sqlite3 (apt-get install sqlite3)" >&2; exit 1; }
 cargo build --release --quiet
+BIN=./target/release/entiserve
+COMPARE_BIN="${COMPARE_BIN:-}"
 work=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
@@ -32,20 +35,21 @@ gen "$ROWS" 100 "$work/fail1.csv"
 now_ms() { date +%s%3N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-start_server() { # data_dir [database_url]
+start_server() { # data_dir [database_url] [binary]
+  local bin="${3:-$BIN}"
   local args=(serve --bind "127.0.0.1:$PORT" --data-dir "$1" --entities entities)
   [ -n "${2:-}" ] && args+=(--database-url "$2")
-  ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn ./target/release/entiserve "${args[@]}" 2>"$work/server.log" &
+  ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn "$bin" "${args[@]}" 2>"$work/server.log" &
   pid=$!
   for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && return; sleep 0.05; done
   echo "server did not start" >&2; cat "$work/server.log" >&2; exit 1
 }
 stop_server() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
-upload_once() { # file database_url -> "ms rss_kb ok_rows"
+upload_once() { # file database_url [binary] -> "ms rss_kb ok_rows"
   local db="${2:-}"
   rm -rf "$work/data"
-  start_server "$work/data" "$db"
+  start_server "$work/data" "$db" "${3:-}"
   local t0 t1 rss ok
   t0=$(now_ms)
   curl -sf -u admin:bench -F entity=campaigns -F "csvfile=@$1" \
@@ -78,7 +82,7 @@ pg_db() { # -> url of a fresh database
 }
 
 row() { # label file database_url
-  local times=() rss=() imports=() ok=""
+  local times=() rss=() imports=() others=() ok="" other_ok=""
   for _ in $(seq 1 "$RUNS"); do
     imports+=("$(import_once "$2")")
     local db="${3:-}"
@@ -86,19 +90,37 @@ row() { # label file database_url
     read -r ms kb ok < <(upload_once "$2" "$db")
     times+=("$ms"); rss+=("$kb")
     if [ -n "${3:-}" ]; then psql "$PG_URL" -qAtc "DROP DATABASE IF EXISTS ${db##*/} WITH (FORCE)" >/dev/null; fi
+    if [ -n "$COMPARE_BIN" ]; then
+      db="${3:-}"
+      [ "$db" = "pg" ] && db=$(pg_db)
+      read -r ms kb other_ok < <(upload_once "$2" "$db" "$COMPARE_BIN")
+      others+=("$ms")
+      if [ -n "${3:-}" ]; then psql "$PG_URL" -qAtc "DROP DATABASE IF EXISTS ${db##*/} WITH (FORCE)" >/dev/null; fi
+    fi
   done
   local t i r
   t=$(printf '%s\n' "${times[@]}" | median)
   i=$(printf '%s\n' "${imports[@]}" | median)
   r=$(printf '%s\n' "${rss[@]}" | sort -n | tail -n 1)
-  printf '| %s | %s | %.2f s | %.2f s | %.2f | %d MB | %s |\n' "$1" "$ROWS" \
+  printf '| %s | %s | %.2f s | %.2f s | %.2f | %d MB | %s |' "$1" "$ROWS" \
     "$(echo "$t / 1000" | bc -l)" "$(echo "$i / 1000" | bc -l)" "$(echo "$t / $i" | bc -l)" "$((r / 1024))" "$ok"
+  if [ -n "$COMPARE_BIN" ]; then
+    local o
+    o=$(printf '%s\n' "${others[@]}" | median)
+    printf ' %.2f s (%s OK) | %.2f |' "$(echo "$o / 1000" | bc -l)" "$other_ok" "$(echo "$t / $o" | bc -l)"
+  fi
+  echo
 }
 
 echo "runs: $RUNS, rows: $ROWS, machine: $(nproc) cores"
 echo
-echo "| backend, file | rows | upload (median) | sqlite3 .import (median) | ratio | peak RSS | rows OK |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+if [ -n "$COMPARE_BIN" ]; then
+  echo "| backend, file | rows | upload (median) | sqlite3 .import (median) | ratio | peak RSS | rows OK | $COMPARE_BIN (median) | this / that |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+else
+  echo "| backend, file | rows | upload (median) | sqlite3 .import (median) | ratio | peak RSS | rows OK |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+fi
 row "SQLite, all rows valid" "$work/ok.csv"
 row "SQLite, 1% failing rows" "$work/fail1.csv"
 if [ -n "${PG_URL:-}" ]; then

@@ -35,10 +35,14 @@ pub fn unescape(s: &str) -> &str {
 /// `-5` or `-1.5e3` stays as it is, since a spreadsheet reads it as that number; anything else
 /// is escaped like text.
 pub fn escape_plain(s: &str) -> Cow<'_, str> {
-    let number = s.len() < 64
-        && s.starts_with(|c: char| c == '-' || c == '+' || c.is_ascii_digit())
-        && s.parse::<f64>().is_ok_and(f64::is_finite);
-    if number { Cow::Borrowed(s) } else { escape(s) }
+    // Only a signed value can look like a formula; a cell starting with a digit never does.
+    let signed_number =
+        s.len() < 64 && s.starts_with(['-', '+']) && s.parse::<f64>().is_ok_and(f64::is_finite);
+    if signed_number {
+        Cow::Borrowed(s)
+    } else {
+        escape(s)
+    }
 }
 
 #[cfg(test)]

@@ -423,6 +423,51 @@ async fn total_count_stays_exact_through_every_kind_of_write() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn rows_written_by_another_program_while_stopped_are_counted_at_the_next_start() {
+    use entiserve::storage::{self, Value};
+    let app = spawn_app().await;
+    create_campaigns(&app, 3, 1).await;
+    assert_count(&app, "/campaigns", 3).await;
+    let (dir, entities, db) = app.stop_keeping().await;
+    let url = match &db {
+        Some(d) => d.url.clone(),
+        None => format!(
+            "sqlite://{}",
+            dir.path().join("data/entiserve.db").display()
+        ),
+    };
+    {
+        let store = storage::connect(&url).await.unwrap();
+        let sql = "INSERT INTO \"campaigns\" (\"name\", \"created_dt\", \"updated_dt\") \
+                   VALUES ($1, '2026-01-01 00:00:00', '2026-01-01 00:00:00')";
+        let sql = if db.is_none() {
+            sql.replace("$1", "?1")
+        } else {
+            sql.to_string()
+        };
+        for name in ["outside 1", "outside 2"] {
+            store.execute(&sql, &[Value::text(name)]).await.unwrap();
+        }
+        store
+            .execute(
+                "DELETE FROM \"campaigns\" WHERE \"name\" = 'outside 1'",
+                &[],
+            )
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    let (s, _) = test_settings(dir.path(), &entities).await;
+    let mut s = s;
+    s.database_url = db.as_ref().map(|d| d.url.clone());
+    let app = start(dir, entities, s, db).await;
+    assert_count(&app, "/campaigns", 4).await;
+    create_campaigns(&app, 2, 1).await;
+    assert_count(&app, "/campaigns", 6).await;
+    app.stop().await;
+}
+
 async fn wait_finished(app: &TestApp, rid: &str) {
     for _ in 0..600 {
         let r = app

@@ -142,39 +142,19 @@ pub async fn insert_group(
     let first = group[0];
     let e = first.entity.as_ref();
     let d = engine.storage.dialect();
-    let width = first.values.len();
-    let cols: Vec<String> = first.values.iter().map(|(c, _)| d.quote(c)).collect();
-    let mut args = Vec::with_capacity(group.len() * width);
+    let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
+    let mut args = Vec::with_capacity(group.len() * columns.len());
     for p in group {
         args.extend(p.values.iter().map(|(_, v)| v.clone()));
     }
-    let returning: Vec<String> = if full {
-        e.columns().map(|c| d.quote(c)).collect()
-    } else {
-        vec![d.quote("id")]
-    };
-    let types = if full {
-        e.col_types()
-    } else {
-        vec![crate::schema::ColType::Int]
-    };
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES {} RETURNING {}",
-        d.quote(&e.name),
-        cols.join(", "),
-        d.value_groups(width, group.len(), 1),
-        returning.join(", ")
-    );
     if isolate {
         ex.execute("SAVEPOINT grp", &[]).await?;
     }
-    match ex.fetch(&sql, &args, &types).await {
-        Ok(mut out) => {
+    match entity::insert_many(ex, d, e, &columns, &args, full).await {
+        Ok(out) => {
             if isolate {
                 ex.execute("RELEASE SAVEPOINT grp", &[]).await?;
             }
-            // Ids grow in insertion order within one statement.
-            out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
             Ok(Some(
                 out.iter()
                     .map(|r| {

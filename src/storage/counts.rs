@@ -1,13 +1,21 @@
 //! Row counts per entity, kept by the database itself so that an unfiltered `X-Total-Count`
 //! reads one row instead of scanning the table.
 //!
-//! Triggers created with each entity table keep the count inside the very transaction (and
-//! savepoint) that inserts or deletes, so no write path can forget it and a rolled-back item
-//! cannot drift it. On SQLite (one writer at a time) a row trigger adds to `entity_counts`
-//! directly. On PostgreSQL a shared counter row would serialise every writer of an entity, so
-//! statement triggers append a delta row instead (`entity_count_deltas`, which nobody updates),
-//! and the storage folds the deltas into `entity_counts` every second in one statement; a count
-//! is the total plus the few pending deltas, read in one snapshot.
+//! The count changes inside the very transaction that inserts or deletes, so a rolled-back
+//! write cannot drift it.
+//!
+//! - On SQLite (one writer at a time) the storage's own insert and delete statements
+//!   ([`super::entity`], the only ones that write entity rows) tell the transaction how many
+//!   rows they added or removed ([`super::Exec::count_rows`]), and the transaction adds that to
+//!   `entity_counts` once per entity just before it commits ([`adjust_sql`]). A row trigger
+//!   would cost as much again as the insert itself in a bulk upload. Every start and reload
+//!   counts each table afresh ([`track`]), so rows written by another program are counted
+//!   from then on.
+//! - On PostgreSQL a shared counter row would serialise every writer of an entity, so
+//!   statement triggers append a delta row instead (`entity_count_deltas`, which nobody
+//!   updates), and the storage folds the deltas into `entity_counts` every second in one
+//!   statement; a count is the total plus the few pending deltas, read in one snapshot. The
+//!   triggers see every writer, inside its savepoints.
 
 use super::sql::Dialect;
 use super::{Exec, Result, Value};
@@ -41,9 +49,12 @@ pub fn setup(d: Dialect) -> Vec<String> {
     out
 }
 
-/// Statements that make the table of `e` keep its count: the triggers, created when missing,
-/// and the count itself, taken once when the entity has none yet (a table older than its
-/// triggers). They run in the same transaction, after the table exists.
+/// Statements that make the table of `e` keep its count. They run in the same transaction,
+/// after the table exists.
+///
+/// - SQLite: the count is taken afresh (and the row triggers of earlier versions dropped).
+/// - PostgreSQL: the triggers, created when missing, and the count itself, taken once when the
+///   entity has none yet (a table older than its triggers).
 pub fn track(d: Dialect, e: &Entity) -> Vec<String> {
     let table = d.quote(&e.name);
     // The entity name is a catalog identifier (`[a-z][a-z0-9_]*`): safe as a literal.
@@ -51,13 +62,16 @@ pub fn track(d: Dialect, e: &Entity) -> Vec<String> {
     let mut out = Vec::new();
     match d {
         Dialect::Sqlite => {
-            for (name, event, delta) in [("ins", "INSERT", "+ 1"), ("del", "DELETE", "- 1")] {
+            for name in ["ins", "del"] {
                 let trigger = d.quote(&format!("entiserve_count_{name}_{}", e.name));
-                out.push(format!(
-                    "CREATE TRIGGER IF NOT EXISTS {trigger} AFTER {event} ON {table} BEGIN \
-                     UPDATE \"entity_counts\" SET \"n\" = \"n\" {delta} WHERE \"entity\" = {lit}; END"
-                ));
+                out.push(format!("DROP TRIGGER IF EXISTS {trigger}"));
             }
+            out.push(format!(
+                "INSERT INTO \"entity_counts\" (\"entity\", \"n\") \
+                 SELECT {lit}, (SELECT COUNT(*) FROM {table}) WHERE TRUE \
+                 ON CONFLICT (\"entity\") DO UPDATE SET \"n\" = excluded.\"n\""
+            ));
+            return out;
         }
         Dialect::Postgres => {
             for (name, event, table_kind, rows) in [
@@ -81,6 +95,12 @@ pub fn track(d: Dialect, e: &Entity) -> Vec<String> {
          WHERE NOT EXISTS (SELECT 1 FROM \"entity_counts\" WHERE \"entity\" = {lit})"
     ));
     out
+}
+
+/// SQLite: the statement that adds `?1` rows to the count of entity `?2`, run by a
+/// transaction before it commits.
+pub const fn adjust_sql() -> &'static str {
+    "UPDATE \"entity_counts\" SET \"n\" = \"n\" + ?1 WHERE \"entity\" = ?2"
 }
 
 /// PostgreSQL: folds every pending delta into its entity's total, in one statement.

@@ -144,8 +144,43 @@ pub async fn insert(
         column_list(d, e)
     );
     let mut rows = ex.fetch(&sql, &args, &e.col_types()).await?;
-    rows.pop()
-        .ok_or_else(|| super::StorageError::Database("insert returned no row".into()))
+    let row = rows
+        .pop()
+        .ok_or_else(|| super::StorageError::Database("insert returned no row".into()))?;
+    ex.count_rows(d, &e.name, 1).await?;
+    Ok(row)
+}
+
+/// Inserts rows that all write the same columns (`columns`, then `args` row after row) with
+/// one statement, and returns the `returning` columns of each, ordered by id (insertion
+/// order). All or none: a broken constraint fails the whole statement.
+pub async fn insert_many(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    columns: &[&str],
+    args: &[Value],
+    full: bool,
+) -> Result<Vec<Row>> {
+    let width = columns.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    let cols: Vec<String> = columns.iter().map(|c| d.quote(c)).collect();
+    let (returning, types) = if full {
+        (column_list(d, e), e.col_types())
+    } else {
+        (d.quote("id"), vec![crate::schema::ColType::Int])
+    };
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES {} RETURNING {returning}",
+        d.quote(&e.name),
+        cols.join(", "),
+        d.value_groups(width, rows, 1),
+    );
+    let mut out = ex.fetch(&sql, args, &types).await?;
+    ex.count_rows(d, &e.name, out.len() as i64).await?;
+    // Ids grow in insertion order within one statement.
+    out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    Ok(out)
 }
 
 /// Updates the given columns of row `id`; `None` when there is no such row.
@@ -181,8 +216,12 @@ pub async fn delete(ex: &mut dyn Exec, d: Dialect, e: &Entity, id: i64) -> Resul
         d.ph(1),
         column_list(d, e)
     );
-    Ok(ex
+    let row = ex
         .fetch(&sql, &[Value::int(id)], &e.col_types())
         .await?
-        .pop())
+        .pop();
+    if row.is_some() {
+        ex.count_rows(d, &e.name, -1).await?;
+    }
+    Ok(row)
 }

@@ -149,6 +149,20 @@ pub trait Exec: Send {
     async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64>;
     /// Runs a query and decodes every row's columns with `types`.
     async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
+    /// Records that the statement just run added `delta` rows to (or, negative, removed them
+    /// from) the table of `entity`, for its kept row count (see [`counts`]). PostgreSQL's
+    /// triggers count by themselves; on SQLite a transaction adds the deltas up and writes them
+    /// before it commits, and anything else writes them at once.
+    async fn count_rows(&mut self, d: Dialect, entity: &str, delta: i64) -> Result<()> {
+        if d == Dialect::Sqlite && delta != 0 {
+            self.execute(
+                counts::adjust_sql(),
+                &[Value::int(delta), Value::text(entity)],
+            )
+            .await?;
+        }
+        Ok(())
+    }
 }
 
 /// An open write transaction.

@@ -183,6 +183,10 @@ fn fetch_on(c: &Connection, sql: &str, args: &[Value], types: &[ColType]) -> Res
 /// A write transaction holding the writer connection until it ends.
 struct SqliteTx {
     conn: Option<tokio::sync::OwnedMutexGuard<Connection>>,
+    /// Rows added (or removed) per entity and not yet in `entity_counts`; written before the
+    /// transaction commits and before any savepoint statement (so a savepoint's rollback
+    /// undoes the counts of its rows with them).
+    counts: Vec<(String, i64)>,
 }
 
 impl SqliteTx {
@@ -190,9 +194,17 @@ impl SqliteTx {
         self.conn.as_ref().expect("transaction is open")
     }
 
-    fn finish(&mut self, sql: &str) -> Result<()> {
-        let conn = self.conn.take().expect("transaction is open");
-        conn.execute_batch(sql).map_err(db)
+    fn flush_counts(&mut self) -> Result<()> {
+        for (entity, delta) in std::mem::take(&mut self.counts) {
+            if delta != 0 {
+                exec_on(
+                    self.conn(),
+                    super::counts::adjust_sql(),
+                    &[Value::int(delta), Value::text(entity)],
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -204,30 +216,47 @@ impl Drop for SqliteTx {
     }
 }
 
+/// Whether `sql` opens, releases or rolls back to a savepoint.
+fn is_savepoint_statement(sql: &str) -> bool {
+    let head = sql.trim_start().as_bytes();
+    ["SAVEPOINT", "RELEASE", "ROLLBACK"]
+        .iter()
+        .any(|k| head.len() >= k.len() && head[..k.len()].eq_ignore_ascii_case(k.as_bytes()))
+}
+
 #[async_trait]
 impl Exec for SqliteTx {
     async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
+        if !self.counts.is_empty() && is_savepoint_statement(sql) {
+            self.flush_counts()?;
+        }
         exec_on(self.conn(), sql, args)
     }
     async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
         fetch_on(self.conn(), sql, args, types)
+    }
+    async fn count_rows(&mut self, _d: Dialect, entity: &str, delta: i64) -> Result<()> {
+        match self.counts.iter_mut().find(|(e, _)| e == entity) {
+            Some((_, n)) => *n += delta,
+            None => self.counts.push((entity.to_string(), delta)),
+        }
+        Ok(())
     }
 }
 
 #[async_trait]
 impl Tx for SqliteTx {
     async fn commit(mut self: Box<Self>) -> Result<()> {
-        let r = self.finish("COMMIT");
-        if r.is_err() {
-            // A failed COMMIT leaves the transaction open: end it.
-            if let Some(c) = self.conn.take() {
-                let _ = c.execute_batch("ROLLBACK");
-            }
-        }
-        r
+        // On failure the transaction is still open: dropping `self` rolls it back.
+        self.flush_counts()?;
+        self.conn().execute_batch("COMMIT").map_err(db)?;
+        self.conn = None;
+        Ok(())
     }
     async fn rollback(mut self: Box<Self>) -> Result<()> {
-        self.finish("ROLLBACK")
+        self.counts.clear();
+        let conn = self.conn.take().expect("transaction is open");
+        conn.execute_batch("ROLLBACK").map_err(db)
     }
 }
 
@@ -240,7 +269,10 @@ impl Storage for SqliteStorage {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let guard = self.writer.clone().lock_owned().await;
         guard.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
-        Ok(Box::new(SqliteTx { conn: Some(guard) }))
+        Ok(Box::new(SqliteTx {
+            conn: Some(guard),
+            counts: Vec::new(),
+        }))
     }
 
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {

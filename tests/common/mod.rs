@@ -235,13 +235,20 @@ impl TestApp {
             .collect()
     }
 
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
+        self.stop_keeping().await;
+    }
+
+    /// Stops the server and hands back its directory, entities and database, for a restart
+    /// with [`start`].
+    pub async fn stop_keeping(mut self) -> (TempDir, PathBuf, Option<PgDb>) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         if let Some(h) = self.handle.take() {
             let _ = h.await;
         }
+        (self.dir, self.entities, self.db)
     }
 }
 
