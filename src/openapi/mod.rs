@@ -3,13 +3,15 @@
 //! CRUD and batch routes with their request and response schemas. Built per catalog, so it
 //! changes together with the routes when the entities are reloaded.
 
+mod entity;
 mod fixed;
 
-use crate::schema::{Catalog, Entity, FieldType};
+use crate::schema::{Catalog, Entity};
 use serde_json::{Map, Value as Json, json};
 
-/// Path prefixes every route exists under.
-pub const PREFIXES: [&str; 2] = ["", "/v2.5"];
+/// Path prefixes every route exists under, with the suffix that tells their operationIds
+/// apart.
+pub const PREFIXES: [(&str, &str); 2] = [("", ""), ("/v2.5", "V25")];
 
 /// The whole document for `catalog`.
 pub fn document(catalog: &Catalog) -> Json {
@@ -17,37 +19,35 @@ pub fn document(catalog: &Catalog) -> Json {
     let mut schemas = fixed::schemas();
     let names: Vec<&String> = catalog.entities.keys().collect();
     schemas["Upload"]["properties"]["entity"]["enum"] = json!(names);
-    for prefix in PREFIXES {
-        fixed::paths(prefix, &mut paths);
+    for (prefix, suffix) in PREFIXES {
+        fixed::paths(prefix, suffix, &mut paths);
         for e in catalog.entities.values() {
-            entity_paths(prefix, e, &mut paths);
+            entity::paths(prefix, suffix, e, &mut paths);
         }
     }
+    let mut tags = fixed::tags();
     for e in catalog.entities.values() {
-        let t = type_name(&e.name);
-        schemas.insert(t.clone(), object_schema(e));
-        schemas.insert(format!("{t}Create"), payload(&e.create_schema));
-        schemas.insert(format!("{t}Update"), payload(&e.update_schema));
-        let mut put_item = payload(&e.update_schema);
-        put_item["properties"]["id"] = json!({"type": "integer", "minimum": 1});
-        put_item["required"] = json!(["id"]);
-        schemas.insert(format!("{t}BatchUpdate"), put_item);
+        entity::schemas(e, &mut schemas);
+        tags.push(entity::tag(e));
     }
     json!({
         "openapi": "3.1.0",
         "info": {
             "title": "entiserve",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Entities from YAML as a REST API, with batches, durable background requests and a CSV uploader."
+            "description": "Entities from YAML as a REST API, with batches, durable background requests and a CSV uploader. Every route also exists under the prefix `/v2.5`; those copies carry the same operationIds with the suffix `V25`.",
+            "license": {"name": "MIT OR Apache-2.0", "identifier": "MIT OR Apache-2.0"},
+            "contact": {"name": "entiserve", "url": "https://crates.io/crates/entiserve"}
         },
-        "servers": [{"url": "/"}],
+        "servers": [{"url": "/", "description": "this server"}],
         "security": [{"basic": []}, {"bearer": []}, {"token": []}],
+        "tags": tags,
         "paths": paths,
         "components": {
             "securitySchemes": {
-                "basic": {"type": "http", "scheme": "basic"},
-                "bearer": {"type": "http", "scheme": "bearer"},
-                "token": {"type": "apiKey", "in": "query", "name": "_token"}
+                "basic": {"type": "http", "scheme": "basic", "description": "login and password on every request"},
+                "bearer": {"type": "http", "scheme": "bearer", "description": "a token from POST /auth/token"},
+                "token": {"type": "apiKey", "in": "query", "name": "_token", "description": "a token from POST /auth/token, in the query"}
             },
             "schemas": schemas,
             "responses": fixed::responses(),
@@ -144,139 +144,4 @@ fn errors(codes: &[&str]) -> Map<String, Json> {
 
 fn json_content(schema: Json) -> Json {
     json!({"application/json": {"schema": schema}})
-}
-
-fn bgrs_param() -> Json {
-    json!({
-        "name": "bgrs", "in": "query", "required": false,
-        "description": "1/yes/true: run in the background; 0/no/false: synchronously",
-        "schema": {"type": "string", "enum": ["1", "0", "yes", "no", "true", "false"]}
-    })
-}
-
-fn filter_schema(ty: &FieldType) -> Json {
-    match ty {
-        FieldType::Integer | FieldType::Reference(_) => {
-            json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX})
-        }
-        FieldType::Decimal => json!({"type": "number"}),
-        FieldType::Boolean => {
-            json!({"type": "string", "enum": ["1", "0", "true", "false", "yes", "no"]})
-        }
-        FieldType::Enum(v) => json!({"type": "string", "enum": v}),
-        FieldType::Date => json!({"type": "string", "format": "date"}),
-        _ => json!({"type": "string", "pattern": "^[^\\u0000]*$"}),
-    }
-}
-
-fn entity_paths(prefix: &str, e: &Entity, paths: &mut Map<String, Json>) {
-    let t = type_name(&e.name);
-    let name = &e.name;
-    let mut list_params = vec![
-        json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1000}}),
-        json!({"name": "offset", "in": "query", "description": "objects to skip; not with `cursor`", "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}),
-        json!({"name": "cursor", "in": "query", "description": "continue after the last object of an earlier page: the value from that reply's `Link: <...>; rel=\"next\"` header; not with `offset`", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"}}),
-        json!({"name": "t", "in": "query", "description": "csv: the same data as CSV", "schema": {"type": "string", "enum": ["csv", "json"]}}),
-    ];
-    for f in e.fields.iter().filter(|f| !f.secret) {
-        list_params.push(json!({
-            "name": f.name, "in": "query", "required": false,
-            "description": format!("only objects whose `{}` equals this", f.name),
-            "schema": filter_schema(&f.ty)
-        }));
-    }
-    let mut list_resp = Map::new();
-    list_resp.insert(
-        "200".into(),
-        json!({
-            "description": format!("a page of {name}"),
-            "headers": {
-                "X-Total-Count": {"description": "objects matching the filters", "schema": {"type": "integer"}},
-                "Link": {"description": "`<url>; rel=\"next\"` (RFC 8288) while more objects follow: this request's query with a `cursor` that continues after this page's last object", "schema": {"type": "string"}}
-            },
-            "content": {
-                "application/json": {"schema": {"type": "array", "items": reference(&t)}},
-                "text/csv": {"schema": {"type": "string"}}
-            }
-        }),
-    );
-    list_resp.extend(errors(&["400", "401", "403", "404", "405"]));
-    let one = json!({"description": format!("the {name} object"), "content": json_content(reference(&t))});
-    let batch_ok = json!({
-        "description": "the object (single call), or one result item per batch item (bgrs=false)",
-        "content": json_content(json!({"oneOf": [reference(&t), {"type": "array", "items": reference("BatchItem")}]}))
-    });
-    let accepted = json!({"description": "running in the background", "content": json_content(reference("Accepted"))});
-    let mut create_resp = Map::new();
-    create_resp.insert("200".into(), batch_ok.clone());
-    create_resp.insert("202".into(), accepted.clone());
-    create_resp.extend(errors(&[
-        "400", "401", "403", "404", "405", "409", "413", "415",
-    ]));
-    let mut batch_resp = Map::new();
-    batch_resp.insert(
-        "200".into(),
-        json!({"description": "one result item per batch item", "content": json_content(json!({"type": "array", "items": reference("BatchItem")}))}),
-    );
-    batch_resp.insert("202".into(), accepted.clone());
-    batch_resp.extend(errors(&["400", "401", "403", "404", "405", "413", "415"]));
-    let delete_item =
-        json!({"description": "an id, or an object with `id`; a bad item gets its own 400 result"});
-    paths.insert(
-        format!("{prefix}/{name}"),
-        json!({
-            "get": {"summary": format!("List {name}"), "tags": [name], "parameters": list_params, "responses": list_resp},
-            "post": {
-                "summary": format!("Create one {name} object, or a batch of them"),
-                "tags": [name],
-                "parameters": [bgrs_param()],
-                "requestBody": {"required": true, "content": json_content(json!({"oneOf": [
-                    reference(&format!("{t}Create")),
-                    {"type": "array", "items": {"description": format!("each item is checked on its own as a {t}Create; a bad item gets its own 400 result")}}
-                ]}))},
-                "responses": create_resp
-            },
-            "put": {
-                "summary": format!("Update a batch of {name} objects"),
-                "tags": [name],
-                "parameters": [bgrs_param()],
-                "requestBody": {"required": true, "content": json_content(json!({"type": "array", "items": {"description": format!("each item is checked on its own as a {t}BatchUpdate; a bad item gets its own 400 result")}}))},
-                "responses": batch_resp.clone()
-            },
-            "delete": {
-                "summary": format!("Delete a batch of {name} objects"),
-                "tags": [name],
-                "parameters": [bgrs_param()],
-                "requestBody": {"required": true, "content": json_content(json!({"type": "array", "items": delete_item}))},
-                "responses": batch_resp
-            }
-        }),
-    );
-    let id_param = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 1, "maximum": i64::MAX}});
-    let mut get_resp = Map::new();
-    get_resp.insert("200".into(), one.clone());
-    get_resp.extend(errors(&["401", "403", "404"]));
-    let mut write_resp = Map::new();
-    write_resp.insert("200".into(), one);
-    write_resp.insert("202".into(), accepted);
-    write_resp.extend(errors(&["400", "401", "403", "404", "409", "413", "415"]));
-    paths.insert(
-        format!("{prefix}/{name}/{{id}}"),
-        json!({
-            "get": {"summary": format!("One {name} object"), "tags": [name], "parameters": [id_param], "responses": get_resp},
-            "put": {
-                "summary": format!("Change the given fields of a {name} object"),
-                "tags": [name],
-                "parameters": [id_param, bgrs_param()],
-                "requestBody": {"required": false, "content": json_content(reference(&format!("{t}Update")))},
-                "responses": write_resp.clone()
-            },
-            "delete": {
-                "summary": format!("Delete a {name} object"),
-                "tags": [name],
-                "parameters": [id_param, bgrs_param()],
-                "responses": write_resp
-            }
-        }),
-    );
 }

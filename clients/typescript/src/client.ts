@@ -1,0 +1,194 @@
+// A client generated from entiserve's OpenAPI document (src/schema.d.ts, `npm run gen`) run
+// against a live server: sign-in, create, read, filtered list, a synchronous batch and a
+// background CSV upload. Every status and value is checked; the first mismatch ends the run
+// with a message and exit code 1.
+//
+// Env: BASE_URL (e.g. http://127.0.0.1:8080), ADMIN_PASSWORD (the `admin` user's password).
+
+import createClient from "openapi-fetch";
+import type { components, paths } from "./schema.js";
+
+type Campaign = components["schemas"]["Campaigns"];
+type CampaignCreate = components["schemas"]["CampaignsCreate"];
+
+class Mismatch extends Error {}
+
+function check(ok: boolean, what: string): asserts ok {
+  if (!ok) throw new Mismatch(what);
+}
+
+function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Mismatch(`set ${name}`);
+  return value;
+}
+
+/** The status of a reply, checked against the one expected. */
+function expectStatus(response: Response, expected: number, what: string, error?: unknown): void {
+  check(
+    response.status === expected,
+    `${what}: status ${response.status}, expected ${expected}` +
+      (error === undefined ? "" : `: ${JSON.stringify(error)}`),
+  );
+}
+
+function expectCampaign(got: Campaign, want: CampaignCreate & { id?: number }, what: string): void {
+  check(typeof got.id === "number" && got.id > 0, `${what}: id ${JSON.stringify(got.id)}`);
+  if (want.id !== undefined) check(got.id === want.id, `${what}: id ${got.id}, expected ${want.id}`);
+  check(got.name === want.name, `${what}: name ${JSON.stringify(got.name)}, expected ${want.name}`);
+  const type = want.type ?? 1;
+  check(got.type === type, `${what}: type ${JSON.stringify(got.type)}, expected ${type}`);
+  const active = want.is_active ?? true;
+  check(got.is_active === active, `${what}: is_active ${JSON.stringify(got.is_active)}, expected ${active}`);
+  const dt = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/;
+  check(dt.test(got.created_dt), `${what}: created_dt ${JSON.stringify(got.created_dt)}`);
+  check(dt.test(got.updated_dt), `${what}: updated_dt ${JSON.stringify(got.updated_dt)}`);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function main(): Promise<void> {
+  const baseUrl = env("BASE_URL").replace(/\/$/, "");
+  const api = createClient<paths>({ baseUrl });
+  const tag = `ts-${Date.now()}-${Math.floor(Math.random() * 1e6)}`;
+
+  // Without credentials the API refuses.
+  {
+    const { error, response } = await api.GET("/users/me");
+    expectStatus(response, 401, "GET /users/me without credentials", error);
+  }
+
+  // Sign in; every later request carries the bearer token.
+  {
+    const { data, error, response } = await api.POST("/auth/token", {
+      body: { login: "admin", password: env("ADMIN_PASSWORD") },
+    });
+    expectStatus(response, 200, "POST /auth/token", error);
+    check(data !== undefined && /^\S{16,}$/.test(data.token), `POST /auth/token: token ${JSON.stringify(data)}`);
+    check(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(data.expires_dt), `POST /auth/token: expires_dt ${data.expires_dt}`);
+    const token = data.token;
+    api.use({
+      onRequest({ request }) {
+        request.headers.set("Authorization", `Bearer ${token}`);
+        return request;
+      },
+    });
+    const me = await api.GET("/users/me");
+    expectStatus(me.response, 200, "GET /users/me with the token", me.error);
+    check(me.data?.login === "admin", `GET /users/me: login ${JSON.stringify(me.data?.login)}`);
+    console.log("signed in: bearer token until", data.expires_dt);
+  }
+
+  // Create one campaign (a single object runs synchronously), read it back, find it by name.
+  const wanted: CampaignCreate = { name: `${tag} single`, type: 7, is_active: false };
+  let id: number;
+  {
+    const { data, error, response } = await api.POST("/campaigns", { body: wanted });
+    expectStatus(response, 200, "POST /campaigns", error);
+    // A 2xx reply here is the object, batch results or a background request's id.
+    check(data !== undefined && !Array.isArray(data) && "id" in data, `POST /campaigns: ${JSON.stringify(data)}`);
+    expectCampaign(data, wanted, "POST /campaigns");
+    id = data.id;
+  }
+  {
+    const { data, error, response } = await api.GET("/campaigns/{id}", { params: { path: { id } } });
+    expectStatus(response, 200, `GET /campaigns/${id}`, error);
+    check(data !== undefined, `GET /campaigns/${id}: no body`);
+    expectCampaign(data, { ...wanted, id }, `GET /campaigns/${id}`);
+  }
+  {
+    const name = wanted.name;
+    const { data, error, response } = await api.GET("/campaigns", { params: { query: { name } } });
+    expectStatus(response, 200, "GET /campaigns?name=...", error);
+    check(Array.isArray(data), `GET /campaigns?name=...: ${JSON.stringify(data)}`);
+    check(data.length === 1, `GET /campaigns?name=...: ${data.length} objects, expected 1`);
+    expectCampaign(data[0]!, { ...wanted, id }, "GET /campaigns?name=...");
+    const total = response.headers.get("X-Total-Count");
+    check(total === "1", `GET /campaigns?name=...: X-Total-Count ${JSON.stringify(total)}, expected "1"`);
+    console.log(`created campaign ${id}, read it back and found it by name`);
+  }
+
+  // A synchronous batch of three creates: one result item per input item, in order.
+  {
+    const items: CampaignCreate[] = [
+      { name: `${tag} batch 1` },
+      { name: `${tag} batch 2`, type: 2 },
+      { name: `${tag} batch 3`, is_active: false, description: "third" },
+    ];
+    const { data, error, response } = await api.POST("/campaigns", {
+      params: { query: { bgrs: "false" } },
+      body: items,
+    });
+    expectStatus(response, 200, "POST /campaigns?bgrs=false (batch)", error);
+    check(Array.isArray(data), `batch: ${JSON.stringify(data)}`);
+    check(data.length === items.length, `batch: ${data.length} result items, expected ${items.length}`);
+    data.forEach((item, i) => {
+      check(item.status === 200, `batch item ${i}: status ${item.status}: ${item.body}`);
+      const created = JSON.parse(item.body) as Campaign;
+      expectCampaign(created, items[i]!, `batch item ${i}`);
+    });
+    console.log("batch: 3 items created, each with status 200");
+  }
+
+  // A CSV upload in the background: 202 with the request id, then its record and result.
+  {
+    const names = [1, 2, 3].map((n) => `${tag} upload ${n}`);
+    const csv = ["op,name,type", ...names.map((name, i) => `c,${name},${i + 1}`)].join("\n") + "\n";
+    const { data, error, response } = await api.POST("/tools/uploader.ex.php", {
+      body: { entity: "campaigns", bgrs: "1", csvfile: csv },
+      bodySerializer(body) {
+        const form = new FormData();
+        form.append("entity", body.entity);
+        if (body.bgrs !== undefined) form.append("bgrs", body.bgrs);
+        form.append("csvfile", new Blob([body.csvfile], { type: "text/csv" }), "campaigns.csv");
+        return form;
+      },
+    });
+    expectStatus(response, 202, "POST /tools/uploader.ex.php (bgrs=1)", error);
+    check(
+      typeof data === "object" && /^[0-9a-f]{32}$/.test(data.request),
+      `upload: reply ${JSON.stringify(data)}, expected {"request": "<32 hex>"}`,
+    );
+    const rid = data.request;
+
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const bg = await api.GET("/bgrs/{rid}", { params: { path: { rid } } });
+      expectStatus(bg.response, 200, `GET /bgrs/${rid}`, bg.error);
+      check(bg.data?.length === 1, `GET /bgrs/${rid}: ${JSON.stringify(bg.data)}`);
+      const record = bg.data[0]!;
+      check(record.rid === rid && record.name === "uploader", `GET /bgrs/${rid}: ${JSON.stringify(record)}`);
+      if (record.status_name === "finished") {
+        check(record.status_id === "4", `GET /bgrs/${rid}: status_id ${record.status_id}`);
+        check(record.status === "200", `GET /bgrs/${rid}: status ${record.status}`);
+        check(record.progress === "100.00", `GET /bgrs/${rid}: progress ${record.progress}`);
+        check(record.result.endsWith(".csv"), `GET /bgrs/${rid}: result ${record.result}`);
+        break;
+      }
+      check(record.status_name === "in progress", `GET /bgrs/${rid}: status_name ${record.status_name}`);
+      check(Date.now() < deadline, `GET /bgrs/${rid}: not finished after 30 s`);
+      await sleep(200);
+    }
+
+    const result = await api.GET("/bgrs/{rid}/result", { params: { path: { rid } }, parseAs: "text" });
+    expectStatus(result.response, 200, `GET /bgrs/${rid}/result`, result.error);
+    const type = result.response.headers.get("Content-Type") ?? "";
+    check(type.startsWith("text/csv"), `GET /bgrs/${rid}/result: Content-Type ${type}`);
+    const lines = (result.data ?? "").trim().split(/\r?\n/);
+    check(lines[0] === "res,id,op,name,type", `result CSV header ${JSON.stringify(lines[0])}`);
+    check(lines.length === names.length + 1, `result CSV: ${lines.length - 1} rows, expected ${names.length}`);
+    names.forEach((name, i) => {
+      const line = lines[i + 1]!;
+      check(new RegExp(`^OK,\\d+,c,${name},${i + 1}$`).test(line), `result CSV row ${i + 1}: ${line}`);
+    });
+    console.log(`upload ${rid}: finished, ${names.length} rows OK`);
+  }
+}
+
+main().then(
+  () => console.log("TypeScript client: all checks passed"),
+  (e: unknown) => {
+    console.error(e instanceof Mismatch ? `TypeScript client check failed: ${e.message}` : e);
+    process.exit(1);
+  },
+);

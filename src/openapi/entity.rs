@@ -1,0 +1,326 @@
+//! The entity part of the document: for every entity of the catalog, its list, create, batch,
+//! read, update and delete operations, each with a stable `operationId` (see
+//! [`operation_ids`]), a summary and description, typed request bodies (a batch's items are
+//! the entity's create, update or delete schema) and an example.
+
+use super::{errors, json_content, reference, type_name};
+use crate::schema::{Entity, FieldType};
+use serde_json::{Map, Value as Json, json};
+
+/// What a batch reply says about items, for every batch operation.
+const PER_ITEM: &str = "Each item is checked and applied on its own, in order: the reply \
+    holds one result per item (`status` and `body`, as the single call would answer), and an \
+    item that is invalid or fails gets its own 4xx result while the others apply. \
+    `bgrs=false` answers with the results; otherwise the batch runs in the background (202) \
+    and the results are its stored result.";
+
+/// The operationIds of an entity's operations, camelCase from the action and the entity: the
+/// plural for collections (`listCampaigns`), the singular for one object (`getCampaign`).
+pub struct OperationIds {
+    pub list: String,
+    pub create: String,
+    pub update_batch: String,
+    pub delete_batch: String,
+    pub get: String,
+    pub update: String,
+    pub delete: String,
+}
+
+/// The ids of `entity`'s operations; `suffix` tells the copies under a prefix apart (`V25`).
+pub fn operation_ids(entity: &str, suffix: &str) -> OperationIds {
+    let plural = type_name(entity);
+    let mut one = singular(&plural);
+    if one == plural {
+        one.push_str("ById");
+    }
+    let id = |verb: &str, noun: &str| format!("{verb}{noun}{suffix}");
+    OperationIds {
+        list: id("list", &plural),
+        create: id("create", &plural),
+        update_batch: id("update", &plural),
+        delete_batch: id("delete", &plural),
+        get: id("get", &one),
+        update: id("update", &one),
+        delete: id("delete", &one),
+    }
+}
+
+/// `Campaigns` -> `Campaign`, `Categories` -> `Category`, `Boxes` -> `Box`; a word that does
+/// not look plural stays as it is.
+fn singular(plural: &str) -> String {
+    if let Some(stem) = plural.strip_suffix("ies") {
+        return format!("{stem}y");
+    }
+    for ending in ["sses", "xes", "ches", "shes", "zes"] {
+        if plural.ends_with(ending) {
+            return plural[..plural.len() - 2].to_string();
+        }
+    }
+    match plural.strip_suffix('s') {
+        Some(stem) if !["s", "u", "i"].iter().any(|e| stem.ends_with(e)) && !stem.is_empty() => {
+            stem.to_string()
+        }
+        _ => plural.to_string(),
+    }
+}
+
+/// The component schemas of `e`: the object, its create and update payloads, and a PUT batch
+/// item (an update with its `id`).
+pub fn schemas(e: &Entity, out: &mut Map<String, Json>) {
+    let t = type_name(&e.name);
+    out.insert(t.clone(), super::object_schema(e));
+    out.insert(format!("{t}Create"), super::payload(&e.create_schema));
+    out.insert(format!("{t}Update"), super::payload(&e.update_schema));
+    let mut put_item = super::payload(&e.update_schema);
+    put_item["properties"]["id"] = json!({"type": "integer", "minimum": 1});
+    put_item["required"] = json!(["id"]);
+    put_item["description"] = json!(format!(
+        "a change to one {} object, named by its id",
+        e.name
+    ));
+    out.insert(format!("{t}BatchUpdate"), put_item);
+}
+
+/// The tag of `e`'s operations, with its description.
+pub fn tag(e: &Entity) -> Json {
+    let file = e
+        .source
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    json!({
+        "name": e.name,
+        "description": format!(
+            "The `{}` objects, as defined in `{file}`: list, create, read, change and delete them, one at a time or in batches.",
+            e.name
+        )
+    })
+}
+
+/// A create payload for `e` that its schema accepts: every field with a value of its type.
+fn example(e: &Entity) -> Json {
+    let mut m = Map::new();
+    for f in &e.fields {
+        let v = match &f.ty {
+            FieldType::String | FieldType::Text if f.secret => json!("a-long-secret"),
+            FieldType::String | FieldType::Text => json!("example"),
+            FieldType::Integer => json!(1),
+            FieldType::Decimal => json!(12.5),
+            FieldType::Boolean => json!(true),
+            FieldType::Date => json!("2026-01-31"),
+            FieldType::Datetime => json!("2026-01-31 12:00:00"),
+            FieldType::Enum(values) => json!(values.first().cloned().unwrap_or_default()),
+            FieldType::Reference(_) => json!(1),
+        };
+        let v = match (v, f.max_length) {
+            (Json::String(s), Some(n)) => Json::String(s.chars().take(n as usize).collect()),
+            (v, _) => v,
+        };
+        m.insert(f.name.clone(), v);
+    }
+    Json::Object(m)
+}
+
+fn bgrs_param() -> Json {
+    json!({
+        "name": "bgrs", "in": "query", "required": false,
+        "description": "1/yes/true: run in the background and answer 202; 0/no/false: synchronously. Default: synchronously for one object, in the background for a batch (an array body).",
+        "schema": {"type": "string", "enum": ["1", "0", "yes", "no", "true", "false"]}
+    })
+}
+
+fn filter_schema(ty: &FieldType) -> Json {
+    match ty {
+        FieldType::Integer | FieldType::Reference(_) => {
+            json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX})
+        }
+        FieldType::Decimal => json!({"type": "number"}),
+        FieldType::Boolean => {
+            json!({"type": "string", "enum": ["1", "0", "true", "false", "yes", "no"]})
+        }
+        FieldType::Enum(v) => json!({"type": "string", "enum": v}),
+        FieldType::Date => json!({"type": "string", "format": "date"}),
+        _ => json!({"type": "string", "pattern": "^[^\\u0000]*$"}),
+    }
+}
+
+/// A JSON request body with its schema and example.
+fn body(required: bool, schema: Json, example: Json) -> Json {
+    json!({"required": required, "content": {"application/json": {"schema": schema, "example": example}}})
+}
+
+/// The operations of `e` under `prefix`, with operationIds ending in `suffix`.
+pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Json>) {
+    let t = type_name(&e.name);
+    let name = &e.name;
+    let ids = operation_ids(name, suffix);
+    let example = example(e);
+    let mut list_params = vec![
+        json!({"name": "limit", "in": "query", "description": "most objects in the page", "schema": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1000}}),
+        json!({"name": "offset", "in": "query", "description": "objects to skip; not with `cursor`", "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}),
+        json!({"name": "cursor", "in": "query", "description": "continue after the last object of an earlier page: the value from that reply's `Link: <...>; rel=\"next\"` header; not with `offset`", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"}}),
+        json!({"name": "t", "in": "query", "description": "csv: the same data as CSV", "schema": {"type": "string", "enum": ["csv", "json"]}}),
+    ];
+    for f in e.fields.iter().filter(|f| !f.secret) {
+        list_params.push(json!({
+            "name": f.name, "in": "query", "required": false,
+            "description": format!("only objects whose `{}` equals this", f.name),
+            "schema": filter_schema(&f.ty)
+        }));
+    }
+    let mut list_resp = Map::new();
+    list_resp.insert(
+        "200".into(),
+        json!({
+            "description": format!("a page of {name}"),
+            "headers": {
+                "X-Total-Count": {"description": "objects matching the filters", "schema": {"type": "integer"}},
+                "Link": {"description": "`<url>; rel=\"next\"` (RFC 8288) while more objects follow: this request's query with a `cursor` that continues after this page's last object", "schema": {"type": "string"}}
+            },
+            "content": {
+                "application/json": {"schema": {"type": "array", "items": reference(&t)}},
+                "text/csv": {"schema": {"type": "string"}}
+            }
+        }),
+    );
+    list_resp.extend(errors(&["400", "401", "403", "404", "405"]));
+    let one = json!({"description": format!("the {name} object"), "content": json_content(reference(&t))});
+    let results = json!({"type": "array", "items": reference("BatchItem")});
+    let accepted = json!({"description": "running in the background: follow it at /bgrs/{rid}", "content": json_content(reference("Accepted"))});
+    let mut create_resp = Map::new();
+    create_resp.insert(
+        "200".into(),
+        json!({
+            "description": "the created object (one object sent), or one result per item (an array sent, bgrs=false)",
+            "content": json_content(json!({"oneOf": [reference(&t), results.clone()]}))
+        }),
+    );
+    create_resp.insert("202".into(), accepted.clone());
+    create_resp.extend(errors(&[
+        "400", "401", "403", "404", "405", "409", "413", "415",
+    ]));
+    let mut batch_resp = Map::new();
+    batch_resp.insert(
+        "200".into(),
+        json!({"description": "one result per item, in order", "content": json_content(results)}),
+    );
+    batch_resp.insert("202".into(), accepted.clone());
+    batch_resp.extend(errors(&["400", "401", "403", "404", "405", "413", "415"]));
+    let mut batch_update_example = example.clone();
+    batch_update_example["id"] = json!(1);
+    paths.insert(
+        format!("{prefix}/{name}"),
+        json!({
+            "get": {
+                "operationId": ids.list,
+                "summary": format!("List {name}"),
+                "description": format!(
+                    "A page of `{name}` objects in id order, filtered by equality on any field given as a query parameter. \
+                     `X-Total-Count` counts every object matching the filters; while more follow, `Link` gives the next page. \
+                     `t=csv` returns the page as CSV."
+                ),
+                "tags": [name],
+                "parameters": list_params,
+                "responses": list_resp
+            },
+            "post": {
+                "operationId": ids.create,
+                "summary": format!("Create one {name} object, or a batch of them"),
+                "description": format!(
+                    "One `{t}Create` object creates one object and answers with it (or 202 with `bgrs=1`). \
+                     An array of them is a batch. {PER_ITEM}"
+                ),
+                "tags": [name],
+                "parameters": [bgrs_param()],
+                "requestBody": body(true, json!({"oneOf": [
+                    reference(&format!("{t}Create")),
+                    {"type": "array", "items": reference(&format!("{t}Create"))}
+                ]}), example.clone()),
+                "responses": create_resp
+            },
+            "put": {
+                "operationId": ids.update_batch,
+                "summary": format!("Change a batch of {name} objects"),
+                "description": format!("Each item names an object by `id` and gives the fields to change. {PER_ITEM}"),
+                "tags": [name],
+                "parameters": [bgrs_param()],
+                "requestBody": body(true, json!({"type": "array", "items": reference(&format!("{t}BatchUpdate"))}), json!([batch_update_example])),
+                "responses": batch_resp.clone()
+            },
+            "delete": {
+                "operationId": ids.delete_batch,
+                "summary": format!("Delete a batch of {name} objects"),
+                "description": format!("Each item is an id, or an object with `id`. {PER_ITEM}"),
+                "tags": [name],
+                "parameters": [bgrs_param()],
+                "requestBody": body(true, json!({"type": "array", "items": reference("BatchDeleteItem")}), json!([1, {"id": 2}])),
+                "responses": batch_resp
+            }
+        }),
+    );
+    let id_param = json!({"name": "id", "in": "path", "required": true, "description": format!("the id of the {name} object"), "schema": {"type": "integer", "minimum": 1, "maximum": i64::MAX}});
+    let mut get_resp = Map::new();
+    get_resp.insert("200".into(), one.clone());
+    get_resp.extend(errors(&["401", "403", "404"]));
+    let mut write_resp = Map::new();
+    write_resp.insert("200".into(), one);
+    write_resp.insert("202".into(), accepted);
+    write_resp.extend(errors(&["400", "401", "403", "404", "409", "413", "415"]));
+    paths.insert(
+        format!("{prefix}/{name}/{{id}}"),
+        json!({
+            "get": {
+                "operationId": ids.get,
+                "summary": format!("Read one {name} object"),
+                "description": format!("The `{name}` object with this id."),
+                "tags": [name],
+                "parameters": [id_param],
+                "responses": get_resp
+            },
+            "put": {
+                "operationId": ids.update,
+                "summary": format!("Change the given fields of a {name} object"),
+                "description": "Fields left out keep their values; an optional field without a default may be cleared with null. Answers with the whole changed object (or 202 with `bgrs=1`).",
+                "tags": [name],
+                "parameters": [id_param, bgrs_param()],
+                "requestBody": body(false, reference(&format!("{t}Update")), example),
+                "responses": write_resp.clone()
+            },
+            "delete": {
+                "operationId": ids.delete,
+                "summary": format!("Delete a {name} object"),
+                "description": "Answers with the deleted object (or 202 with `bgrs=1`); 409 while other objects still reference it.",
+                "tags": [name],
+                "parameters": [id_param, bgrs_param()],
+                "responses": write_resp
+            }
+        }),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_ids_are_camel_case_from_entity_and_action() {
+        let ids = operation_ids("campaigns", "");
+        assert_eq!(
+            [&ids.list, &ids.create, &ids.get, &ids.update, &ids.delete],
+            [
+                "listCampaigns",
+                "createCampaigns",
+                "getCampaign",
+                "updateCampaign",
+                "deleteCampaign"
+            ]
+        );
+        assert_eq!(operation_ids("user_groups", "V25").get, "getUserGroupV25");
+        assert_eq!(operation_ids("categories", "").get, "getCategory");
+        assert_eq!(operation_ids("boxes", "").get, "getBox");
+        // A name that does not look plural keeps the single-object ids apart.
+        let status = operation_ids("status", "");
+        assert_eq!(status.update_batch, "updateStatus");
+        assert_eq!(status.update, "updateStatusById");
+    }
+}
