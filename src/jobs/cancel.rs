@@ -6,7 +6,7 @@ use super::queue::add_detail;
 use super::record::Request;
 use super::{CANCELLED, IN_PROGRESS, Jobs};
 use crate::schema::ColType;
-use crate::storage::{StorageError, Value};
+use crate::storage::{Exec, PoolExec, StorageError, Value};
 
 /// The text a cancelled item or row carries instead of its result.
 pub const NOT_RUN: &str = "not run: the request was cancelled";
@@ -37,15 +37,23 @@ impl Jobs {
 
     /// Whether a cancel of `rid` was asked for.
     pub(crate) async fn cancel_requested(&self, rid: &str) -> Result<bool, StorageError> {
+        let mut pool = PoolExec(self.storage.as_ref());
+        self.cancel_requested_in(&mut pool, rid).await
+    }
+
+    /// Whether a cancel of `rid` was asked for, read on `ex`: inside a chunk's own write
+    /// transaction, the read costs no trip to another connection's thread.
+    pub(crate) async fn cancel_requested_in(
+        &self,
+        ex: &mut dyn Exec,
+        rid: &str,
+    ) -> Result<bool, StorageError> {
         let d = self.storage.dialect();
         let sql = format!(
             "SELECT \"cancel_requested\" FROM \"bg_requests\" WHERE \"rid\" = {}",
             d.ph(1)
         );
-        let rows = self
-            .storage
-            .fetch(&sql, &[Value::text(rid)], &[ColType::Int])
-            .await?;
+        let rows = ex.fetch(&sql, &[Value::text(rid)], &[ColType::Int]).await?;
         Ok(rows
             .first()
             .and_then(|r| r[0].as_i64())

@@ -38,6 +38,16 @@ pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
     serde_json::from_value(req.params.clone()).map_err(|e| io_err(format!("bad stored plan: {e}")))
 }
 
+/// How one chunk's transaction ended.
+enum Chunk {
+    /// Applied: the outcomes, the progress lines, the result file's and the rows' new ends.
+    Committed(Vec<crate::engine::Outcome>, Vec<String>, i64, i64),
+    /// Another worker holds the request now; this one stops.
+    LeaseLost,
+    /// A cancel was asked for before the chunk ran: nothing of it applied.
+    Cancelled,
+}
+
 /// Runs a claimed background upload.
 pub async fn background(
     jobs: &Jobs,
@@ -122,9 +132,6 @@ pub async fn rows(
         }
         // Storage calls may complete without suspending; let other tasks run.
         tokio::task::yield_now().await;
-        if cancelled_at.is_none() && jobs.cancel_requested(&req.rid).await? {
-            cancelled_at = Some(done);
-        }
         if let Some(why) = &refused {
             let text = format!("not run: {why}");
             let bytes = not_run(&plan, &cols, &records, encoding, &text)?;
@@ -180,6 +187,12 @@ pub async fn rows(
                     out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
                 }
                 let mut tx = jobs.storage.begin().await?;
+                // Read in the chunk's own transaction: a cancel committed before it is seen
+                // here, and one after it waits for this chunk.
+                if jobs.cancel_requested_in(tx.as_mut(), &req.rid).await? {
+                    tx.rollback().await?;
+                    return Ok(Chunk::Cancelled);
+                }
                 let outcomes = match jobs
                     .engine
                     .execute_chunk(tx.as_mut(), caller, &prepared, false)
@@ -205,7 +218,7 @@ pub async fn rows(
                 let done = done + records.len() as i64;
                 if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
                     let _ = tx.rollback().await;
-                    return Ok(None);
+                    return Ok(Chunk::LeaseLost);
                 }
                 if matches!(sink, Sink::Details) && !lines.is_empty() {
                     let now = crate::time::now();
@@ -223,7 +236,7 @@ pub async fn rows(
                     .await?;
                 }
                 tx.commit().await?;
-                Ok(Some((outcomes, lines, cursor, done)))
+                Ok(Chunk::Committed(outcomes, lines, cursor, done))
             }
             .await;
             match attempt {
@@ -232,9 +245,22 @@ pub async fn rows(
                 Err(e) => return Err(e),
             }
         };
-        let Some((outcomes, lines, new_cursor, new_done)) = committed else {
-            tracing::warn!(rid = %req.rid, "lost the lease of an upload; another worker has it");
-            return Ok(());
+        let (outcomes, lines, new_cursor, new_done) = match committed {
+            Chunk::Committed(outcomes, lines, cursor, done) => (outcomes, lines, cursor, done),
+            Chunk::LeaseLost => {
+                tracing::warn!(rid = %req.rid, "lost the lease of an upload; another worker has it");
+                return Ok(());
+            }
+            Chunk::Cancelled => {
+                // This chunk and every later one are written as not run.
+                out.set_len(cursor as u64).map_err(io_err)?;
+                out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
+                let bytes = not_run(&plan, &cols, &records, encoding, crate::jobs::NOT_RUN)?;
+                out.write_all(&bytes).map_err(io_err)?;
+                cancelled_at = Some(done);
+                done += records.len() as i64;
+                continue;
+            }
         };
         cursor = new_cursor;
         done = new_done;
