@@ -145,6 +145,13 @@ impl Engine {
         caller: &Caller,
         prepared: &prepare::Prepared,
     ) -> Result<Outcome, crate::storage::StorageError> {
+        if self.storage.dialect() == crate::storage::Dialect::Postgres {
+            // A call is one statement (insert, update or delete ... RETURNING), atomic on its
+            // own, and PostgreSQL's triggers count its rows inside it: no BEGIN and COMMIT
+            // round trips around it.
+            let mut ex = crate::storage::AutoCommit(self.storage.as_ref());
+            return exec::execute(self, &mut ex, caller, prepared, false).await;
+        }
         let mut tx = self.storage.begin().await?;
         match exec::execute(self, tx.as_mut(), caller, prepared, false).await {
             Ok(outcome) => {

@@ -185,6 +185,8 @@ pub trait Storage: Send + Sync + 'static {
     async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
     /// Runs one write statement in its own transaction.
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64>;
+    /// Runs one write statement that returns rows (`... RETURNING`) in its own transaction.
+    async fn fetch_write(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
     /// Names of the columns of `table`, empty when the table does not exist.
     async fn table_columns(&self, table: &str) -> Result<Vec<String>>;
     /// Runs several statements (DDL) in one transaction.
@@ -225,6 +227,24 @@ pub fn redact(url: &str) -> String {
 
 /// Runs statements on a storage's pools, one at a time (reads on the point-read lane).
 pub struct PoolExec<'a>(pub &'a dyn Storage);
+
+/// Runs each write statement on its own, committed as it ends (no `BEGIN`/`COMMIT` round
+/// trips): for a call that is one statement. Its reads go to the point-read lane.
+pub struct AutoCommit<'a>(pub &'a dyn Storage);
+
+#[async_trait]
+impl Exec for AutoCommit<'_> {
+    async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
+        self.0.execute(sql, args).await
+    }
+    async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        if sql.trim_start().starts_with("SELECT") {
+            self.0.fetch(sql, args, types).await
+        } else {
+            self.0.fetch_write(sql, args, types).await
+        }
+    }
+}
 
 /// Runs statements on a storage's pools, one at a time (reads on the list lane).
 pub struct ListExec<'a>(pub &'a dyn Storage);

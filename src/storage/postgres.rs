@@ -193,6 +193,10 @@ impl Storage for PgStorage {
         exec_on(&self.pool, sql, args).await
     }
 
+    async fn fetch_write(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        fetch_on(&self.pool, sql, args, types).await
+    }
+
     async fn table_columns(&self, table: &str) -> Result<Vec<String>> {
         let rows = fetch_on(
             &self.pool,

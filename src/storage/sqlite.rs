@@ -288,6 +288,11 @@ impl Storage for SqliteStorage {
         exec_on(&c, sql, args)
     }
 
+    async fn fetch_write(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
+        let c = self.writer.lock().await;
+        fetch_on(&c, sql, args, types)
+    }
+
     async fn table_columns(&self, table: &str) -> Result<Vec<String>> {
         let c = self.writer.lock().await;
         let rows = fetch_on(
