@@ -6,7 +6,7 @@ use super::queue::add_detail;
 use super::record::Request;
 use super::{CANCELLED, IN_PROGRESS, Jobs};
 use crate::schema::ColType;
-use crate::storage::{Exec, PoolExec, StorageError, Value};
+use crate::storage::{Exec, StorageError, Value};
 
 /// The text a cancelled item or row carries instead of its result.
 pub const NOT_RUN: &str = "not run: the request was cancelled";
@@ -35,14 +35,9 @@ impl Jobs {
         Ok(hit)
     }
 
-    /// Whether a cancel of `rid` was asked for.
-    pub(crate) async fn cancel_requested(&self, rid: &str) -> Result<bool, StorageError> {
-        let mut pool = PoolExec(self.storage.as_ref());
-        self.cancel_requested_in(&mut pool, rid).await
-    }
-
-    /// Whether a cancel of `rid` was asked for, read on `ex`: inside a chunk's own write
-    /// transaction, the read costs no trip to another connection's thread.
+    /// Whether a cancel of `rid` was asked for, read on `ex`: a chunk reads it inside its own
+    /// write transaction, which costs no trip to a reader thread, and a cancel committed
+    /// before the chunk began is seen.
     pub(crate) async fn cancel_requested_in(
         &self,
         ex: &mut dyn Exec,

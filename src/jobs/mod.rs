@@ -36,6 +36,17 @@ pub fn status_name(id: i64) -> &'static str {
 /// Seconds without a heartbeat after which another worker takes a request over.
 pub const LEASE_SECS: i64 = 15;
 
+/// How one chunk's transaction ended.
+pub enum ChunkEnd<T> {
+    /// Applied and committed with the progress.
+    Committed(T),
+    /// Another worker holds the request now: nothing applied, and this worker stops.
+    LeaseLost,
+    /// A cancel was asked for before the chunk ran (read inside its transaction): nothing
+    /// applied.
+    Cancelled,
+}
+
 /// The background-request service of one server.
 #[derive(Clone)]
 pub struct Jobs {

@@ -4,7 +4,7 @@
 
 use super::queue::{add_detail, insert_rows};
 use super::record::Request;
-use super::{FINISHED, IN_PROGRESS, Jobs, unix_now};
+use super::{ChunkEnd, FINISHED, IN_PROGRESS, Jobs, unix_now};
 use crate::engine::batch::item_call;
 use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
@@ -126,9 +126,6 @@ impl Jobs {
             }
             // Storage calls may complete without suspending; let other tasks run.
             tokio::task::yield_now().await;
-            if self.cancel_requested(rid).await? {
-                return self.cancel_items(&req, done).await;
-            }
             let sql = format!(
                 "SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
                 d.ph(1),
@@ -181,12 +178,16 @@ impl Jobs {
                     Err(e) => return Err(e),
                 }
             };
-            let Some(outcomes) = outcomes else {
-                tracing::warn!(
-                    rid,
-                    "lost the lease of a background request; another worker has it"
-                );
-                return Ok(());
+            let outcomes = match outcomes {
+                ChunkEnd::Committed(outcomes) => outcomes,
+                ChunkEnd::LeaseLost => {
+                    tracing::warn!(
+                        rid,
+                        "lost the lease of a background request; another worker has it"
+                    );
+                    return Ok(());
+                }
+                ChunkEnd::Cancelled => return self.cancel_items(&req, done).await,
             };
             self.engine.after_chunk(&prepared, &outcomes);
             done = first + n;
@@ -210,18 +211,23 @@ impl Jobs {
 
     /// One attempt at a chunk of a batch: its calls, their results, the progress and a
     /// details line commit together under the lease, so the chunk applies exactly once.
-    /// `None` (rolled back) when the lease is gone; an `Err` (rolled back) when the database
-    /// failed.
+    /// Rolled back when the lease is gone, when a cancel was asked for (read in the same
+    /// transaction, so no trip to a reader thread per chunk), or with an `Err` when the
+    /// database failed.
     async fn try_chunk(
         &self,
         req: &Request,
         who: &Caller,
         prepared: &[Result<Prepared, CallError>],
         first: i64,
-    ) -> Result<Option<Vec<Outcome>>, StorageError> {
+    ) -> Result<ChunkEnd<Vec<Outcome>>, StorageError> {
         let d = self.storage.dialect();
         let rid = req.rid.as_str();
         let mut tx = self.storage.begin().await?;
+        if self.cancel_requested_in(tx.as_mut(), rid).await? {
+            tx.rollback().await?;
+            return Ok(ChunkEnd::Cancelled);
+        }
         let outcomes = match self
             .engine
             .execute_chunk(tx.as_mut(), who, prepared, true)
@@ -274,11 +280,11 @@ impl Jobs {
         match recorded {
             Ok(true) => {
                 tx.commit().await?;
-                Ok(Some(outcomes))
+                Ok(ChunkEnd::Committed(outcomes))
             }
             Ok(false) => {
                 let _ = tx.rollback().await;
-                Ok(None)
+                Ok(ChunkEnd::LeaseLost)
             }
             Err(e) => {
                 let _ = tx.rollback().await;

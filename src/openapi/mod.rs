@@ -37,7 +37,7 @@ pub fn document(catalog: &Catalog) -> Json {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Entities from YAML as a REST API, with batches, durable background requests and a CSV uploader. Every route also exists under the prefix `/v2.5`; those copies carry the same operationIds with the suffix `V25`.",
             "license": {"name": "MIT OR Apache-2.0", "identifier": "MIT OR Apache-2.0"},
-            "contact": {"name": "entiserve", "url": "https://crates.io/crates/entiserve"}
+            "contact": {"name": "entiserve"}
         },
         "servers": [{"url": "/", "description": "this server"}],
         "security": [{"basic": []}, {"bearer": []}, {"token": []}],

@@ -9,9 +9,9 @@ use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
-use crate::jobs::Jobs;
 use crate::jobs::queue::{add_detail, insert_rows};
 use crate::jobs::record::Request;
+use crate::jobs::{ChunkEnd, Jobs};
 use crate::storage::{StorageError, Value};
 use std::io::{Seek, Write};
 use tokio::sync::{mpsc, watch};
@@ -36,16 +36,6 @@ pub(super) fn io_err(e: impl std::fmt::Display) -> StorageError {
 /// The plan stored with a request.
 pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
     serde_json::from_value(req.params.clone()).map_err(|e| io_err(format!("bad stored plan: {e}")))
-}
-
-/// How one chunk's transaction ended.
-enum Chunk {
-    /// Applied: the outcomes, the progress lines, the result file's and the rows' new ends.
-    Committed(Vec<crate::engine::Outcome>, Vec<String>, i64, i64),
-    /// Another worker holds the request now; this one stops.
-    LeaseLost,
-    /// A cancel was asked for before the chunk ran: nothing of it applied.
-    Cancelled,
 }
 
 /// Runs a claimed background upload.
@@ -191,7 +181,7 @@ pub async fn rows(
                 // here, and one after it waits for this chunk.
                 if jobs.cancel_requested_in(tx.as_mut(), &req.rid).await? {
                     tx.rollback().await?;
-                    return Ok(Chunk::Cancelled);
+                    return Ok(ChunkEnd::Cancelled);
                 }
                 let outcomes = match jobs
                     .engine
@@ -218,7 +208,7 @@ pub async fn rows(
                 let done = done + records.len() as i64;
                 if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
                     let _ = tx.rollback().await;
-                    return Ok(Chunk::LeaseLost);
+                    return Ok(ChunkEnd::LeaseLost);
                 }
                 if matches!(sink, Sink::Details) && !lines.is_empty() {
                     let now = crate::time::now();
@@ -236,7 +226,7 @@ pub async fn rows(
                     .await?;
                 }
                 tx.commit().await?;
-                Ok(Chunk::Committed(outcomes, lines, cursor, done))
+                Ok(ChunkEnd::Committed((outcomes, lines, cursor, done)))
             }
             .await;
             match attempt {
@@ -246,12 +236,12 @@ pub async fn rows(
             }
         };
         let (outcomes, lines, new_cursor, new_done) = match committed {
-            Chunk::Committed(outcomes, lines, cursor, done) => (outcomes, lines, cursor, done),
-            Chunk::LeaseLost => {
+            ChunkEnd::Committed(chunk) => chunk,
+            ChunkEnd::LeaseLost => {
                 tracing::warn!(rid = %req.rid, "lost the lease of an upload; another worker has it");
                 return Ok(());
             }
-            Chunk::Cancelled => {
+            ChunkEnd::Cancelled => {
                 // This chunk and every later one are written as not run.
                 out.set_len(cursor as u64).map_err(io_err)?;
                 out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
