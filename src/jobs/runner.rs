@@ -132,9 +132,10 @@ impl Jobs {
                 d.ph(2),
                 d.ph(3)
             );
+            // On the writer's connection: no trip to a reader thread per chunk.
             let rows = self
                 .storage
-                .fetch(
+                .fetch_write(
                     &sql,
                     &[
                         Value::text(rid),

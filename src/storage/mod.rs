@@ -185,7 +185,10 @@ pub trait Storage: Send + Sync + 'static {
     async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
     /// Runs one write statement in its own transaction.
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64>;
-    /// Runs one write statement that returns rows (`... RETURNING`) in its own transaction.
+    /// Runs one statement that returns rows on the write connection (SQLite) or pool
+    /// (PostgreSQL), in its own transaction: a write with `RETURNING`, or a read that is part
+    /// of a writer's own work (the next items of a background batch), which then takes no trip
+    /// to a reader thread.
     async fn fetch_write(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
     /// Names of the columns of `table`, empty when the table does not exist.
     async fn table_columns(&self, table: &str) -> Result<Vec<String>>;
