@@ -34,31 +34,13 @@ fn operations(doc: &Json) -> Vec<(String, String, Json)> {
     out
 }
 
-/// The `$ref` targets anywhere inside `v`.
-fn refs(v: &Json, out: &mut BTreeSet<String>) {
-    match v {
-        Json::Object(m) => {
-            if let Some(Json::String(r)) = m.get("$ref") {
-                out.insert(r.clone());
-            }
-            m.values().for_each(|v| refs(v, out));
-        }
-        Json::Array(a) => a.iter().for_each(|v| refs(v, out)),
-        _ => {}
-    }
-}
-
 /// `schema` with every `#/components/...` reference replaced by its target, so that a plain
 /// JSON Schema validator can check values against it.
 fn inline(doc: &Json, schema: &Json) -> Json {
     match schema {
         Json::Object(m) => {
             if let Some(Json::String(r)) = m.get("$ref") {
-                let target = r
-                    .trim_start_matches("#/")
-                    .split('/')
-                    .fold(doc, |o, k| &o[k]);
-                return inline(doc, target);
+                return inline(doc, resolve_ref(doc, r));
             }
             Json::Object(m.iter().map(|(k, v)| (k.clone(), inline(doc, v))).collect())
         }
@@ -163,17 +145,12 @@ async fn batch_items_are_typed_and_nothing_is_unused() {
         body("/users", "delete")["items"],
         json!({"$ref": "#/components/schemas/BatchDeleteItem"})
     );
-    let mut used = BTreeSet::new();
-    refs(&doc["paths"], &mut used);
+    let mut used: BTreeSet<String> = json_refs(&doc["paths"]).into_iter().collect();
     // Components used only by other components count too.
     loop {
         let mut more = BTreeSet::new();
         for r in &used {
-            let target = r
-                .trim_start_matches("#/")
-                .split('/')
-                .fold(&doc, |o, k| &o[k]);
-            refs(target, &mut more);
+            more.extend(json_refs(resolve_ref(&doc, r)));
         }
         let before = used.len();
         used.extend(more);

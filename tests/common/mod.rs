@@ -293,3 +293,29 @@ pub async fn all_details(app: &TestApp, rid: &str) -> Vec<Json> {
         all.extend(page);
     }
 }
+
+/// Every `$ref` inside `v`, in document order.
+pub fn json_refs(v: &Json) -> Vec<String> {
+    fn walk(v: &Json, out: &mut Vec<String>) {
+        match v {
+            Json::Object(m) => {
+                if let Some(Json::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|v| walk(v, out));
+            }
+            Json::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, &mut out);
+    out
+}
+
+/// What a local `$ref` (`#/components/...`) names in `doc`; `Null` when nothing.
+pub fn resolve_ref<'a>(doc: &'a Json, r: &str) -> &'a Json {
+    r.trim_start_matches("#/")
+        .split('/')
+        .fold(doc, |o, k| &o[k])
+}
