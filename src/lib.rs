@@ -19,6 +19,7 @@ pub mod plugins;
 pub mod reload;
 pub mod schema;
 pub mod settings;
+pub mod shipped;
 pub mod storage;
 pub mod time;
 pub mod uploader;
@@ -57,11 +58,16 @@ impl App {
                 settings.data_dir.display()
             )
         })?;
-        let catalog =
-            schema::compile_dir(&settings.entities_dir, &known_plugins()).map_err(|diags| {
-                let lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-                anyhow::anyhow!("the entity definitions have errors:\n{}", lines.join("\n"))
-            })?;
+        let compiled = if settings.built_in_entities {
+            tracing::info!("no entities directory: serving the shipped entities built in");
+            schema::compile_sources(&shipped::sources(), &known_plugins())
+        } else {
+            schema::compile_dir(&settings.entities_dir, &known_plugins())
+        };
+        let catalog = compiled.map_err(|diags| {
+            let lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+            anyhow::anyhow!("the entity definitions have errors:\n{}", lines.join("\n"))
+        })?;
         let url = settings.database_url();
         let storage = storage::connect(&url)
             .await
@@ -138,13 +144,15 @@ impl App {
         tasks.push(spawn_token_purge(self.state.auth.clone(), stop_rx.clone()));
         let entities = self.state.settings.entities_dir.clone();
         let engine = self.state.engine.clone();
-        tasks.push(reload::spawn_sighup(
-            engine.clone(),
-            entities.clone(),
-            stop_rx.clone(),
-        ));
-        if self.state.settings.dev {
-            tasks.push(reload::spawn_watcher(engine, entities, stop_rx));
+        if !self.state.settings.built_in_entities {
+            tasks.push(reload::spawn_sighup(
+                engine.clone(),
+                entities.clone(),
+                stop_rx.clone(),
+            ));
+            if self.state.settings.dev {
+                tasks.push(reload::spawn_watcher(engine, entities, stop_rx));
+            }
         }
         tracing::info!(addr = %self.addr, worker = %jobs.worker_id, "listening");
         poem::Server::new_with_acceptor(self.acceptor)

@@ -1,5 +1,5 @@
-//! The `entiserve` command line: `serve` and `check`; `upload` and `bgrs`, the client of a
-//! running server (in `entiserve::client`).
+//! The `entiserve` command line: `serve`, `check` and `init`; `upload` and `bgrs`, the client
+//! of a running server (in `entiserve::client`).
 
 use clap::{Parser, Subcommand};
 use entiserve::settings::Settings;
@@ -28,9 +28,10 @@ enum Command {
         /// Directory of the SQLite file and stored files.
         #[arg(long, env = "ENTISERVE_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
-        /// Directory of entity YAML files.
-        #[arg(long, env = "ENTISERVE_ENTITIES", default_value = "./entities")]
-        entities: PathBuf,
+        /// Directory of entity YAML files [default: ./entities, or the shipped entities built
+        /// into the binary when there is no such directory].
+        #[arg(long, env = "ENTISERVE_ENTITIES")]
+        entities: Option<PathBuf>,
         /// sqlite:... or postgres://...; default: SQLite in the data directory.
         #[arg(long, env = "DATABASE_URL")]
         database_url: Option<String>,
@@ -42,8 +43,17 @@ enum Command {
     },
     /// Check entity definitions: exit 0, or print every error as file:line: message and exit 1.
     Check {
-        #[arg(long, env = "ENTISERVE_ENTITIES", default_value = "./entities")]
-        entities: PathBuf,
+        /// Directory of entity YAML files [default: ./entities, or the shipped entities built
+        /// into the binary when there is no such directory].
+        #[arg(long, env = "ENTISERVE_ENTITIES")]
+        entities: Option<PathBuf>,
+    },
+    /// Write the shipped entities (DIR/entities) and an example upload (DIR/uploads) to start
+    /// from; refuses to overwrite a file.
+    Init {
+        /// Where to write them.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
     },
     /// Upload a CSV file to a server's uploader, follow it and download the result CSV.
     ///
@@ -120,7 +130,8 @@ fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { entities } => check(&entities),
+        Command::Check { entities } => check(entities),
+        Command::Init { dir } => init(&dir),
         Command::Upload(args) => entiserve::client::upload::run(args),
         Command::Bgrs(args) => entiserve::client::bgrs::run(args),
         Command::PdfPages {
@@ -138,7 +149,9 @@ fn main() -> ExitCode {
             limits,
         } => {
             init_logs();
+            let (entities, built_in) = entities_dir(entities);
             let mut s = Settings::new(data_dir, entities);
+            s.built_in_entities = built_in;
             s.max_upload_bytes = limits.max_upload_bytes;
             s.max_batch_items = limits.max_batch_items;
             s.zip.max_entries = limits.zip_max_entries;
@@ -177,8 +190,44 @@ fn main() -> ExitCode {
     }
 }
 
-fn check(dir: &std::path::Path) -> ExitCode {
-    match entiserve::schema::compile_dir(dir, &entiserve::known_plugins()) {
+/// The entities directory given, else `./entities`; `true` when neither is given and there is
+/// no `./entities`: the shipped entities built in are meant then.
+fn entities_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
+    match given {
+        Some(dir) => (dir, false),
+        None => {
+            let dir = PathBuf::from("./entities");
+            let built_in = !dir.is_dir();
+            (dir, built_in)
+        }
+    }
+}
+
+fn init(dir: &std::path::Path) -> ExitCode {
+    match entiserve::shipped::init(dir) {
+        Ok(files) => {
+            for f in files {
+                println!("wrote {}", f.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check(dir: Option<PathBuf>) -> ExitCode {
+    let (dir, built_in) = entities_dir(dir);
+    let plugins = entiserve::known_plugins();
+    let compiled = if built_in {
+        println!("no entities directory: checking the shipped entities built in");
+        entiserve::schema::compile_sources(&entiserve::shipped::sources(), &plugins)
+    } else {
+        entiserve::schema::compile_dir(&dir, &plugins)
+    };
+    match compiled {
         Ok(c) => {
             println!(
                 "{} entities OK: {}",

@@ -13,6 +13,9 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// Directory of entity YAML files.
     pub entities_dir: PathBuf,
+    /// Serve the shipped entities built into the binary instead of `entities_dir` (there is
+    /// no entities directory); nothing is watched or reloaded then.
+    pub built_in_entities: bool,
     /// `sqlite:...` or `postgres://...`; default: SQLite in the data directory.
     pub database_url: Option<String>,
     /// Watch the entities directory and hot-reload.
@@ -64,6 +67,7 @@ impl Settings {
             bind: "127.0.0.1:8080".parse().expect("valid address"),
             data_dir: data_dir.into(),
             entities_dir: entities_dir.into(),
+            built_in_entities: false,
             database_url: None,
             dev: false,
             admin_password: None,

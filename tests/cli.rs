@@ -100,3 +100,85 @@ fn unsafe_kill(pid: u32, sig: &str) {
         .status()
         .unwrap();
 }
+
+#[test]
+fn serve_in_an_empty_folder_serves_the_shipped_entities_built_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .current_dir(dir.path())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env("ENTISERVE_ADMIN_PASSWORD", "built-in-pass")
+        .env("RUST_LOG", "info")
+        .env_remove("ENTISERVE_ENTITIES")
+        .env_remove("ENTISERVE_DATA_DIR")
+        .env_remove("DATABASE_URL")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut said_built_in = false;
+    let mut addr = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        said_built_in |= line.contains("serving the shipped entities built in");
+        if let Some(a) = line.strip_prefix("entiserve listening on http://") {
+            addr = Some(a.to_string());
+            break;
+        }
+    }
+    let addr = addr.expect("address printed");
+    assert!(said_built_in, "the start says where the entities come from");
+    std::thread::spawn(move || for _ in lines {});
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::new();
+        for entity in ["campaigns", "markers", "assets", "users"] {
+            let r = client
+                .get(format!("http://{addr}/{entity}"))
+                .basic_auth("admin", Some("built-in-pass"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{entity}");
+        }
+    });
+    assert!(dir.path().join("data/entiserve.db").exists());
+    assert!(
+        !dir.path().join("entities").exists(),
+        "nothing written but data"
+    );
+    unsafe_kill(child.id(), "TERM");
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn init_writes_the_shipped_entities_and_an_example_upload_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin().arg("init").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for name in ["assets", "campaigns", "markers", "users"] {
+        let written =
+            std::fs::read_to_string(dir.path().join(format!("entities/{name}.yaml"))).unwrap();
+        let shipped =
+            std::fs::read_to_string(common::shipped_entities().join(format!("{name}.yaml")))
+                .unwrap();
+        assert_eq!(written, shipped, "{name}.yaml");
+    }
+    assert!(dir.path().join("uploads/campaigns.csv").is_file());
+    let check = bin()
+        .arg("check")
+        .arg("--entities")
+        .arg(dir.path().join("entities"))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+    // A second init changes nothing and says which file is in the way.
+    std::fs::write(dir.path().join("entities/users.yaml"), "edited").unwrap();
+    let again = bin().arg("init").arg(dir.path()).output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("entities/users.yaml")).unwrap(),
+        "edited"
+    );
+}
