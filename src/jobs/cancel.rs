@@ -5,8 +5,7 @@
 use super::queue::add_detail;
 use super::record::Request;
 use super::{CANCELLED, IN_PROGRESS, Jobs};
-use crate::schema::ColType;
-use crate::storage::{Exec, StorageError, Value};
+use crate::storage::{Exec, StorageError, requests};
 
 /// The text a cancelled item or row carries instead of its result.
 pub const NOT_RUN: &str = "not run: the request was cancelled";
@@ -16,15 +15,7 @@ impl Jobs {
     pub async fn request_cancel(&self, rid: &str, by: &str) -> Result<bool, StorageError> {
         let d = self.storage.dialect();
         let mut tx = self.storage.begin().await?;
-        let sql = format!(
-            "UPDATE \"bg_requests\" SET \"cancel_requested\" = 1 WHERE \"rid\" = {} AND \"status_id\" = {}",
-            d.ph(1),
-            d.ph(2)
-        );
-        let hit = tx
-            .execute(&sql, &[Value::text(rid), Value::int(IN_PROGRESS)])
-            .await?
-            == 1;
+        let hit = requests::flag_cancel(tx.as_mut(), d, rid, IN_PROGRESS).await?;
         if hit {
             add_detail(tx.as_mut(), d, rid, &format!("cancel requested by {by}")).await?;
             tx.commit().await?;
@@ -43,16 +34,7 @@ impl Jobs {
         ex: &mut dyn Exec,
         rid: &str,
     ) -> Result<bool, StorageError> {
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT \"cancel_requested\" FROM \"bg_requests\" WHERE \"rid\" = {}",
-            d.ph(1)
-        );
-        let rows = ex.fetch(&sql, &[Value::text(rid)], &[ColType::Int]).await?;
-        Ok(rows
-            .first()
-            .and_then(|r| r[0].as_i64())
-            .is_some_and(|f| f != 0))
+        requests::cancel_flagged(ex, self.storage.dialect(), rid).await
     }
 
     /// Ends a batch or backgrounded call whose first `done` items ran: every later item gets
@@ -60,20 +42,8 @@ impl Jobs {
     pub(crate) async fn cancel_items(&self, req: &Request, done: i64) -> Result<(), StorageError> {
         let d = self.storage.dialect();
         let body = serde_json::json!({"error": "not_run", "description": NOT_RUN}).to_string();
-        let sql = format!(
-            "INSERT INTO \"bg_results\" (\"rid\", \"seq\", \"status\", \"body\") \
-             SELECT \"rid\", \"seq\", 409, {} FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} \
-             ON CONFLICT DO NOTHING",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3)
-        );
         let mut tx = self.storage.begin().await?;
-        tx.execute(
-            &sql,
-            &[Value::text(body), Value::text(&req.rid), Value::int(done)],
-        )
-        .await?;
+        requests::result_rest(tx.as_mut(), d, &req.rid, done, 409, &body).await?;
         tx.commit().await?;
         let path = format!("media/keep1m/bgrs.{}.result.json", req.rid);
         let last = format!(

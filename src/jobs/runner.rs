@@ -10,7 +10,7 @@ use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
 use crate::schema::{ColType, Role};
-use crate::storage::{Dialect, StorageError, Value};
+use crate::storage::{Dialect, StorageError, Value, requests};
 use serde_json::Value as Json;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -126,33 +126,15 @@ impl Jobs {
             }
             // Storage calls may complete without suspending; let other tasks run.
             tokio::task::yield_now().await;
-            let sql = format!(
-                "SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
-                d.ph(1),
-                d.ph(2),
-                d.ph(3)
-            );
-            // On the writer's connection: no trip to a reader thread per chunk.
-            let rows = self
-                .storage
-                .fetch_write(
-                    &sql,
-                    &[
-                        Value::text(rid),
-                        Value::int(done),
-                        Value::int(self.chunk_size()),
-                    ],
-                    &[ColType::Int, ColType::Text],
-                )
-                .await?;
+            let rows =
+                requests::next_items(self.storage.as_ref(), rid, done, self.chunk_size()).await?;
             if rows.is_empty() {
                 break;
             }
             let calls: Vec<Result<Call, CallError>> = rows
                 .iter()
-                .map(|r| {
-                    let item: Json =
-                        serde_json::from_str(r[1].as_str().unwrap_or("null")).unwrap_or(Json::Null);
+                .map(|(_, text)| {
+                    let item: Json = serde_json::from_str(text).unwrap_or(Json::Null);
                     match &caller {
                         Some(_) => item_to_call(&req, &item),
                         None => Err(CallError::Forbidden(

@@ -231,8 +231,8 @@ pub fn redact(url: &str) -> String {
 /// Runs statements on a storage's pools, one at a time (reads on the point-read lane).
 pub struct PoolExec<'a>(pub &'a dyn Storage);
 
-/// Runs each write statement on its own, committed as it ends (no `BEGIN`/`COMMIT` round
-/// trips): for a call that is one statement. Its reads go to the point-read lane.
+/// Runs each statement on its own on the write connection, committed as it ends (no
+/// `BEGIN`/`COMMIT` round trips): for a call that is one statement.
 pub struct AutoCommit<'a>(pub &'a dyn Storage);
 
 #[async_trait]
@@ -241,11 +241,7 @@ impl Exec for AutoCommit<'_> {
         self.0.execute(sql, args).await
     }
     async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        if sql.trim_start().starts_with("SELECT") {
-            self.0.fetch(sql, args, types).await
-        } else {
-            self.0.fetch_write(sql, args, types).await
-        }
+        self.0.fetch_write(sql, args, types).await
     }
 }
 
