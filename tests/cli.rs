@@ -9,6 +9,23 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_entiserve"))
 }
 
+/// Reads a starting server's stderr up to its `listening` line: the lines before it and the
+/// address. The rest of stderr is drained on a thread.
+fn until_listening(child: &mut std::process::Child) -> (Vec<String>, String) {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut before = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(a) = line.strip_prefix("entiserve listening on http://") {
+            let addr = a.to_string();
+            std::thread::spawn(move || for _ in lines {});
+            return (before, addr);
+        }
+        before.push(line);
+    }
+    panic!("the server ended before listening: {before:?}");
+}
+
 #[test]
 fn check_passes_on_the_shipped_entities() {
     let out = bin()
@@ -58,24 +75,12 @@ fn serve_starts_on_sqlite_and_prints_the_admin_password() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut password = None;
-    let mut addr = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(p) = line.strip_prefix("created user `admin` with password: ") {
-            password = Some(p.to_string());
-        }
-        if let Some(a) = line.strip_prefix("entiserve listening on http://") {
-            addr = Some(a.to_string());
-            break;
-        }
-    }
-    let (password, addr) = (
-        password.expect("password printed"),
-        addr.expect("address printed"),
-    );
-    std::thread::spawn(move || for _ in lines {});
+    let (before, addr) = until_listening(&mut child);
+    let password = before
+        .iter()
+        .find_map(|l| l.strip_prefix("created user `admin` with password: "))
+        .expect("password printed")
+        .to_string();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let r = reqwest::Client::new()
@@ -115,20 +120,13 @@ fn serve_in_an_empty_folder_serves_the_shipped_entities_built_in() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut said_built_in = false;
-    let mut addr = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        said_built_in |= line.contains("serving the shipped entities built in");
-        if let Some(a) = line.strip_prefix("entiserve listening on http://") {
-            addr = Some(a.to_string());
-            break;
-        }
-    }
-    let addr = addr.expect("address printed");
-    assert!(said_built_in, "the start says where the entities come from");
-    std::thread::spawn(move || for _ in lines {});
+    let (before, addr) = until_listening(&mut child);
+    assert!(
+        before
+            .iter()
+            .any(|l| l.contains("serving the shipped entities built in")),
+        "the start says where the entities come from"
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let client = reqwest::Client::new();

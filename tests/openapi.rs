@@ -10,17 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 const METHODS: [&str; 4] = ["get", "post", "put", "delete"];
 
-async fn document(app: &TestApp) -> Json {
-    let r = app
-        .client
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().await.unwrap()
-}
-
 /// Every operation: (path, method, operation).
 fn operations(doc: &Json) -> Vec<(String, String, Json)> {
     let mut out = Vec::new();
@@ -52,7 +41,7 @@ fn inline(doc: &Json, schema: &Json) -> Json {
 #[tokio::test]
 async fn every_operation_has_a_unique_id_a_summary_a_description_and_a_declared_tag() {
     let app = spawn_app().await;
-    let doc = document(&app).await;
+    let doc = openapi_document(&app).await;
     let declared: BTreeMap<String, Json> = doc["tags"]
         .as_array()
         .expect("top-level tags")
@@ -129,7 +118,7 @@ async fn every_operation_has_a_unique_id_a_summary_a_description_and_a_declared_
 #[tokio::test]
 async fn batch_items_are_typed_and_nothing_is_unused() {
     let app = spawn_app().await;
-    let doc = document(&app).await;
+    let doc = openapi_document(&app).await;
     let body = |path: &str, m: &str| {
         doc["paths"][path][m]["requestBody"]["content"]["application/json"]["schema"].clone()
     };
@@ -170,7 +159,7 @@ async fn batch_items_are_typed_and_nothing_is_unused() {
 #[tokio::test]
 async fn request_examples_fit_their_schemas_and_the_server_takes_them() {
     let app = spawn_app().await;
-    let doc = document(&app).await;
+    let doc = openapi_document(&app).await;
     for (path, m, op) in operations(&doc) {
         let Some(content) = op["requestBody"]["content"].as_object() else {
             continue;

@@ -319,3 +319,15 @@ pub fn resolve_ref<'a>(doc: &'a Json, r: &str) -> &'a Json {
         .split('/')
         .fold(doc, |o, k| &o[k])
 }
+
+/// `GET /openapi.json`, without credentials (none are needed).
+pub async fn openapi_document(app: &TestApp) -> Json {
+    let r = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "no credentials needed");
+    r.json().await.unwrap()
+}
