@@ -11,12 +11,14 @@ pub mod csvsafe;
 pub mod engine;
 pub mod files;
 pub mod http;
+pub mod input;
 pub mod jobs;
 pub mod openapi;
 pub mod pdf;
 #[path = "../plugins/mod.rs"]
 pub mod plugins;
 pub mod reload;
+pub mod routes;
 pub mod schema;
 pub mod settings;
 pub mod shipped;
@@ -116,6 +118,7 @@ impl App {
             jobs,
             files,
             conns,
+            fixed_document: openapi::fixed_part(),
         });
         Ok(App {
             state,

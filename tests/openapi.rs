@@ -83,7 +83,9 @@ async fn every_operation_has_a_unique_id_a_summary_a_description_and_a_declared_
                 "{m} {path}: tag {tag} is declared"
             );
         }
-        let public = path == "/healthz" || path.ends_with("/openapi.json");
+        // Routes that take no credentials (health, this document, the pages) may have no
+        // error reply of their own.
+        let public = op["security"] == json!([]);
         if !public {
             let responses = op["responses"].as_object().unwrap();
             assert!(
@@ -190,5 +192,75 @@ async fn request_examples_fit_their_schemas_and_the_server_takes_them() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200, "{example}");
+    app.stop().await;
+}
+
+/// The route table, the router and the document agree: every route and method the table
+/// holds is in the document, every path and method of the document is in the table, and the
+/// router answers each of them (never "no such route" or 405).
+#[tokio::test]
+async fn the_router_and_the_document_have_the_same_routes() {
+    use entiserve::routes::{Owner, PREFIX, under};
+    let app = spawn_app().await;
+    let doc = openapi_document(&app).await;
+    let entities = ["campaigns", "markers", "assets", "users"];
+    let mut table: BTreeSet<(String, String)> = BTreeSet::new();
+    for prefix in ["", PREFIX] {
+        for r in under(prefix) {
+            let paths: Vec<String> = match r.owner {
+                Owner::Entity => entities
+                    .iter()
+                    .map(|e| r.path.replace(":entity", e))
+                    .collect(),
+                _ => vec![r.path.to_string()],
+            };
+            for p in paths {
+                let templated: Vec<String> = p
+                    .split('/')
+                    .map(|s| match s.strip_prefix(':') {
+                        Some(name) => format!("{{{name}}}"),
+                        None => s.to_string(),
+                    })
+                    .collect();
+                for m in r.methods {
+                    table.insert((
+                        format!("{prefix}{}", templated.join("/")),
+                        m.to_ascii_lowercase(),
+                    ));
+                }
+            }
+        }
+    }
+    let documented: BTreeSet<(String, String)> = operations(&doc)
+        .into_iter()
+        .map(|(p, m, _)| (p, m))
+        .collect();
+    assert_eq!(
+        table.difference(&documented).collect::<Vec<_>>(),
+        Vec::<&(String, String)>::new(),
+        "routes the document lacks"
+    );
+    assert_eq!(
+        documented.difference(&table).collect::<Vec<_>>(),
+        Vec::<&(String, String)>::new(),
+        "documented routes the table lacks"
+    );
+    for (path, m) in &documented {
+        let concrete = path
+            .replace("{rid}", "0123456789abcdef0123456789abcdef")
+            .replace("{id}", "1")
+            .replace("{file}", "x")
+            .replace("{key}", "campaigns/x/y.pdf")
+            .replace("{name}", "common.css");
+        let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes()).unwrap();
+        let r = app.admin(method, &concrete).send().await.unwrap();
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_default();
+        // The router's own refusals; a handler may still answer 404 or 405 of its own.
+        assert!(
+            !body.contains("no such route") && !body.contains("this method is not allowed here"),
+            "{m} {path} is routed: {status} {body}"
+        );
+    }
     app.stop().await;
 }

@@ -388,28 +388,12 @@ async fn download(conn: &Conn, rid: &str, out: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `;` or `,`: whichever occurs more often outside quotes in the first line (as the server
-/// decides).
-fn separator(first_line: &[u8]) -> u8 {
-    let (mut semis, mut commas, mut quoted) = (0, 0, false);
-    for &b in first_line {
-        match b {
-            b'"' => quoted = !quoted,
-            b';' if !quoted => semis += 1,
-            b',' if !quoted => commas += 1,
-            b'\n' if !quoted => break,
-            _ => {}
-        }
-    }
-    if semis > commas { b';' } else { b',' }
-}
-
 /// The separator of a CSV file, from its header line.
 fn separator_of(path: &Path) -> std::io::Result<u8> {
     let mut head = Vec::new();
     let f = std::fs::File::open(path)?;
     std::io::Read::read_to_end(&mut std::io::Read::take(f, 64 * 1024), &mut head)?;
-    Ok(separator(&head))
+    Ok(crate::input::separator(&head))
 }
 
 /// The number of data rows of a CSV file in an ASCII-compatible encoding; `None` when it cannot
@@ -516,13 +500,6 @@ pub fn summarize(path: &Path, cancelled: bool) -> Result<Summary, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn separator_follows_the_header() {
-        assert_eq!(separator(b"op;name\n1,2,3,4"), b';');
-        assert_eq!(separator(b"op,name,\"a;b;c\"\n"), b',');
-        assert_eq!(separator(b"op"), b',');
-    }
 
     #[test]
     fn default_out_appends_res_csv() {

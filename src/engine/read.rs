@@ -93,12 +93,12 @@ impl Engine {
         let mut typed_filters = Vec::new();
         for (k, v) in filters {
             match k.as_str() {
-                "id" => match v.trim().parse::<i64>() {
-                    Ok(i) => conds.push(entity::Filter {
+                "id" => match crate::input::id(&v) {
+                    Some(i) => conds.push(entity::Filter {
                         column: k,
                         value: Value::int(i),
                     }),
-                    Err(_) => {
+                    None => {
                         return Err(CallError::invalid_field(
                             "id",
                             format!("`{v}` is not an integer"),

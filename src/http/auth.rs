@@ -1,24 +1,88 @@
 //! `POST /auth/token` (sign in), `DELETE /auth/token` (sign out) and `GET /users/me`.
 
+use super::AppState;
+use super::api::{E400, E403, E413, E415, Fails, Reply, SIGNED, Signed, Tag};
 use super::body::{self, Payload};
-use super::error::{ApiError, Result};
-use super::{AppState, Authed, json_response};
-use poem::http::StatusCode;
+use super::error::ApiError;
 use poem::web::Data;
-use poem::{Body, Request, Response, handler};
-use serde_json::{Value as Json, json};
+use poem::{Request, RequestBody};
+use poem_openapi::payload::Json as JsonBody;
+use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchemaRef, Registry};
+use poem_openapi::types::{Example, Type};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi,
+};
+use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::Duration;
 
 const MAX_TTL: u64 = 7 * 24 * 3600;
 const DEFAULT_TTL: u64 = 24 * 3600;
 
-#[handler]
-pub async fn token(
+/// A login and password, and how long the token lives.
+#[derive(Object)]
+#[oai(example, deny_unknown_fields, skip_serializing_if_is_none)]
+struct TokenRequest {
+    login: String,
+    password: String,
+    /// seconds the token is valid (default 86400)
+    #[oai(validator(minimum(value = "1"), maximum(value = "604800")))]
+    ttl: Option<u64>,
+}
+
+impl Example for TokenRequest {
+    fn example() -> Self {
+        TokenRequest {
+            login: "admin".into(),
+            password: "a-long-password".into(),
+            ttl: Some(3600),
+        }
+    }
+}
+
+/// A bearer token.
+#[derive(Object)]
+struct Token {
+    token: String,
+    expires_dt: String,
+}
+
+/// The sign-in fields, from an optional JSON or form body and from the query string.
+struct SignInFields(Vec<(String, String)>);
+
+impl<'a> ApiExtractor<'a> for SignInFields {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        TokenRequest::register(registry);
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        Some(MetaRequest {
+            description: None,
+            content: vec![MetaMediaType {
+                content_type: "application/json",
+                schema: MetaSchemaRef::Reference("TokenRequest".into()),
+            }],
+            required: false,
+        })
+    }
+
+    async fn from_request(
+        req: &'a Request,
+        body: &mut RequestBody,
+        _: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        Ok(SignInFields(sign_in_fields(req, body.take()?).await?))
+    }
+}
+
+async fn sign_in_fields(
     req: &Request,
-    body: Body,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
+    body: poem::Body,
+) -> Result<Vec<(String, String)>, ApiError> {
     let mut params: Vec<(String, String)> = body::query_pairs(req)?;
     match body::read(req, body, &body::Limits::small(64 * 1024, 4 * 1024)).await? {
         Payload::None => {}
@@ -53,6 +117,110 @@ pub async fn token(
         }
         Payload::Array(_) => return Err(ApiError::BadRequest("send one object".into())),
     }
+    Ok(params)
+}
+
+#[derive(ApiResponse)]
+enum SignedIn {
+    /// the token
+    #[oai(status = 200)]
+    Ok(JsonBody<Token>),
+}
+
+#[derive(ApiResponse)]
+enum SignedOut {
+    /// signed out
+    #[oai(status = 204)]
+    Done,
+}
+
+#[derive(ApiResponse)]
+enum Me {
+    /// the user
+    #[oai(status = 200)]
+    Ok(JsonBody<crate::openapi::Users>),
+}
+
+pub struct AuthApi;
+
+#[OpenApi]
+impl AuthApi {
+    /// A bearer token for a login and password
+    ///
+    /// Checks the login and password and answers with a token for `Authorization: Bearer` (or
+    /// `_token=` in the query), valid for `ttl` seconds (default 86400). The same fields are
+    /// also taken from an `application/x-www-form-urlencoded` body or from the query string,
+    /// for HTML forms and simple scripts. Failed attempts are throttled per login and client
+    /// address: 429 with `Retry-After`.
+    #[oai(
+        path = "/auth/token",
+        method = "post",
+        operation_id = "signIn",
+        tag = "Tag::Auth"
+    )]
+    async fn sign_in(
+        &self,
+        req: &Request,
+        SignInFields(params): SignInFields,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<SignedIn, { E400 | SIGNED | E403 | E413 | E415 }> {
+        Ok(SignedIn::Ok(JsonBody(token(req, params, state).await?)))
+    }
+
+    /// Signs out the bearer token the request presents
+    ///
+    /// The token stops working at once, on every server. A password change, a role change or
+    /// deleting the user ends all of the user's tokens as well.
+    #[oai(
+        path = "/auth/token",
+        method = "delete",
+        operation_id = "signOut",
+        tag = "Tag::Auth"
+    )]
+    async fn sign_out(
+        &self,
+        req: &Request,
+        _caller: Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<SignedOut, { E400 | SIGNED | E403 }> {
+        let Some(presented) = super::bearer_token(req)? else {
+            return Err(Fails(ApiError::BadRequest(
+                "sign out with the token itself: `Authorization: Bearer <token>` or `_token=`"
+                    .into(),
+            )));
+        };
+        state.auth.revoke(&presented).await?;
+        Ok(SignedOut::Done)
+    }
+
+    /// The current user
+    ///
+    /// The `users` object of the credentials the request presents.
+    #[oai(
+        path = "/users/me",
+        method = "get",
+        operation_id = "getCurrentUser",
+        tag = "Tag::Auth"
+    )]
+    async fn me(
+        &self,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Me, SIGNED> {
+        let system = crate::engine::Caller {
+            role: crate::schema::Role::Admin,
+            ..caller.clone()
+        };
+        let user = state.engine.get(&system, "users", caller.id).await?;
+        Ok(Me::Ok(JsonBody(crate::openapi::Users(user))))
+    }
+}
+
+async fn token(
+    req: &Request,
+    params: Vec<(String, String)>,
+    state: &AppState,
+) -> Result<Token, ApiError> {
     let get = |n: &str| {
         params
             .iter()
@@ -85,34 +253,8 @@ pub async fn token(
             super::client_ip(req),
         )
         .await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({"token": t.token, "expires_dt": t.expires_dt}),
-    ))
-}
-
-/// Signs out the bearer token the request presents.
-#[handler]
-pub async fn sign_out(
-    req: &Request,
-    Authed(_caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
-    let Some(presented) = super::bearer_token(req)? else {
-        return Err(ApiError::BadRequest(
-            "sign out with the token itself: `Authorization: Bearer <token>` or `_token=`".into(),
-        ));
-    };
-    state.auth.revoke(&presented).await?;
-    Ok(Response::builder().status(StatusCode::NO_CONTENT).finish())
-}
-
-#[handler]
-pub async fn me(Authed(caller): Authed, Data(state): Data<&Arc<AppState>>) -> Result<Response> {
-    let system = crate::engine::Caller {
-        role: crate::schema::Role::Admin,
-        ..caller.clone()
-    };
-    let user = state.engine.get(&system, "users", caller.id).await?;
-    Ok(json_response(StatusCode::OK, &user))
+    Ok(Token {
+        token: t.token,
+        expires_dt: t.expires_dt,
+    })
 }

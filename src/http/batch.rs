@@ -17,24 +17,15 @@ const SYNC_CHUNK: usize = 2000;
 pub fn bgrs_flag(pairs: &[(String, String)]) -> Result<Option<bool>> {
     match super::body::query_param(pairs, "bgrs") {
         None => Ok(None),
-        Some(v) => match v.as_str() {
-            "1" | "yes" | "true" => Ok(Some(true)),
-            "0" | "no" | "false" => Ok(Some(false)),
-            _ => Err(ApiError::BadRequest(
-                "`bgrs` must be 1, yes, true, 0, no or false".into(),
-            )),
-        },
+        Some(v) => crate::input::flag(&v)
+            .map(Some)
+            .ok_or_else(|| ApiError::BadRequest(crate::input::flag_error("bgrs"))),
     }
 }
 
-fn idempotency_key(req: &Request) -> Result<Option<String>> {
-    match req.header("idempotency-key") {
-        None => Ok(None),
-        Some(k) if !k.is_empty() && k.len() <= 255 => Ok(Some(k.to_string())),
-        Some(_) => Err(ApiError::BadRequest(
-            "`Idempotency-Key` must be 1 to 255 characters".into(),
-        )),
-    }
+/// The request's `Idempotency-Key`.
+pub fn idempotency_key(req: &Request) -> Result<Option<String>> {
+    crate::input::idempotency_key(req.header("idempotency-key")).map_err(ApiError::BadRequest)
 }
 
 fn reply_response(r: Reply) -> Response {
@@ -160,7 +151,7 @@ pub async fn background_call(
     let key = idempotency_key(req)?;
     let new = NewRequest {
         user_id: caller.id,
-        name: format!("{} {}", req.method(), req.uri().path()),
+        name: format!("{} {}", req.method(), super::full_path(req)),
         kind: "call".into(),
         entity: call.entity.clone(),
         params: Json::Null,

@@ -1,22 +1,297 @@
 //! Background request routes: the record, its details, its result, a Server-Sent-Events
 //! stream of its progress, the caller's list, and the stored result file path.
 
+use super::api::{Body as Media, E400, E404, E409, E410, Replies, Reply, SIGNED};
+use super::api::{Signed, Streamed, Tag};
 use super::batch::push_item;
-use super::body;
 use super::error::{ApiError, Result};
-use super::{AppState, Authed, json_response};
+use super::{AppState, json_response};
 use crate::engine::Caller;
 use crate::jobs::Jobs;
 use crate::jobs::record::{Request as BgRequest, detail_json};
 use crate::jobs::watch::{PAGE, Snapshot, StreamSlot};
 use futures::StreamExt;
 use poem::http::StatusCode;
+use poem::web::Data;
 use poem::web::sse::{Event, SSE};
-use poem::web::{Data, Path};
-use poem::{Body, IntoResponse, Request, Response, handler};
-use serde_json::Value as Json;
+use poem::{Body, IntoResponse, Response};
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json as JsonBody;
+use poem_openapi::{ApiResponse, Object, OpenApi};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A background request's record.
+#[derive(Object, serde::Deserialize)]
+#[oai(rename = "BgRequest")]
+pub struct Record {
+    id: String,
+    rid: String,
+    user_id: String,
+    name: String,
+    created_dt: String,
+    status_id: String,
+    status_name: String,
+    progress: String,
+    finished_dt: String,
+    result: String,
+    status: String,
+    content_type: String,
+}
+
+impl Record {
+    fn of(r: &BgRequest) -> Result<Record> {
+        serde_json::from_value(r.to_json())
+            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))
+    }
+}
+
+/// One entry of a background request's log.
+#[derive(Object, serde::Deserialize)]
+#[oai(rename = "Detail")]
+pub struct Detail {
+    id: String,
+    rid: String,
+    dt: String,
+    details: String,
+}
+
+/// Records, in an array.
+type Records = JsonBody<Vec<Record>>;
+
+#[derive(ApiResponse)]
+enum Listed {
+    /// requests
+    #[oai(status = 200)]
+    Ok(Records),
+}
+
+#[derive(ApiResponse)]
+enum One {
+    /// one record in an array
+    #[oai(status = 200)]
+    Ok(Records),
+}
+
+#[derive(ApiResponse)]
+enum Logged {
+    /// at most `limit` entries in order
+    #[oai(status = 200)]
+    Ok(JsonBody<Vec<Detail>>),
+}
+
+#[derive(ApiResponse)]
+enum Cancelled {
+    /// the cancelled record in an array
+    #[oai(status = 200)]
+    Done(Records),
+    /// cancel asked for; the worker has not stopped yet
+    #[oai(status = 202)]
+    Asked(Records),
+}
+
+/// The stored result of a finished request.
+pub struct ResultReplies;
+impl Replies for ResultReplies {
+    const REPLIES: &'static [super::api::Documented] = &[(
+        200,
+        "batch items, a single call's body, or the uploader's result CSV",
+        &[("application/json", Media::Json), ("text/csv", Media::Text)],
+    )];
+}
+
+/// A Server-Sent Events stream.
+pub struct EventReplies;
+impl Replies for EventReplies {
+    const REPLIES: &'static [super::api::Documented] = &[(
+        200,
+        "an event stream: `detail` events carry a Detail, `progress` and `finished` events a BgRequest, as JSON",
+        &[("text/event-stream", Media::Text)],
+    )];
+}
+
+fn records(rs: &[BgRequest]) -> Result<Records> {
+    Ok(JsonBody(rs.iter().map(Record::of).collect::<Result<_>>()?))
+}
+
+fn default_limit() -> i64 {
+    100
+}
+
+fn default_page() -> i64 {
+    DETAILS_PAGE
+}
+
+pub struct BgrsApi;
+
+#[OpenApi(tag = "Tag::Bgrs")]
+impl BgrsApi {
+    /// The caller's background requests, newest first (admins: everyone's)
+    ///
+    /// Filtered by status and name; at most `limit` records (default 100) from `offset`.
+    #[oai(
+        path = "/bgrs",
+        method = "get",
+        operation_id = "listBackgroundRequests"
+    )]
+    async fn list(
+        &self,
+        /// only requests in this state (2 running, 4 finished, 5 cancelled)
+        #[oai(validator(minimum(value = "0"), maximum(value = "100")))]
+        status_id: Query<Option<i64>>,
+        /// only requests with this name (e.g. `POST /campaigns`)
+        name: Query<Option<String>>,
+        /// most records in the reply
+        #[oai(
+            default = "default_limit",
+            validator(minimum(value = "0"), maximum(value = "1000"))
+        )]
+        limit: Query<i64>,
+        /// records to skip
+        #[oai(default, validator(minimum(value = "0")))]
+        offset: Query<i64>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Listed, { E400 | SIGNED }> {
+        let rows = state
+            .jobs
+            .list(&caller, status_id.0, name.0, limit.0, offset.0)
+            .await?;
+        Ok(Listed::Ok(records(&rows)?))
+    }
+
+    /// A background request
+    ///
+    /// Its record, with progress and, once finished, the status and location of its result.
+    /// Owner or admin only.
+    #[oai(
+        path = "/bgrs/:rid",
+        method = "get",
+        operation_id = "getBackgroundRequest"
+    )]
+    async fn record(
+        &self,
+        /// the id of the background request
+        rid: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<One, { SIGNED | E404 }> {
+        let r = visible(state, &caller, &rid).await?;
+        Ok(One::Ok(records(&[r])?))
+    }
+
+    /// Cancel an unfinished request
+    ///
+    /// It stops before its next chunk, keeps what ran, ends as status_id 5 `cancelled`, and
+    /// its result marks the rest as not run. 409 when it has already finished. The reply
+    /// waits briefly for the worker: 200 with the cancelled record, or 202 with the record as
+    /// it stands when the worker has not stopped yet.
+    #[oai(
+        path = "/bgrs/:rid",
+        method = "delete",
+        operation_id = "cancelBackgroundRequest"
+    )]
+    async fn cancel(
+        &self,
+        /// the id of the background request
+        rid: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Cancelled, { SIGNED | E404 | E409 }> {
+        Ok(cancel(state, &caller, &rid).await?)
+    }
+
+    /// The log of a background request, a page at a time
+    ///
+    /// Entries oldest first, at most `limit` (at most 1000) per reply; `since` (the id of the
+    /// last entry received) goes on after that entry.
+    #[oai(
+        path = "/bgrs/:rid/details",
+        method = "get",
+        operation_id = "listBackgroundRequestDetails"
+    )]
+    async fn details(
+        &self,
+        /// the id of the background request
+        rid: Path<String>,
+        /// only entries after the entry with this id
+        #[oai(default)]
+        since: Query<i64>,
+        /// most entries in the reply
+        #[oai(
+            default = "default_page",
+            validator(minimum(value = "1"), maximum(value = "1000"))
+        )]
+        limit: Query<i64>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Logged, { E400 | SIGNED | E404 }> {
+        visible(state, &caller, &rid).await?;
+        let rows = state.jobs.details(&rid, since.0, limit.0).await?;
+        let entries = rows
+            .iter()
+            .map(|r| serde_json::from_value(detail_json(r)))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?;
+        Ok(Logged::Ok(JsonBody(entries)))
+    }
+
+    /// The stored result of a finished request
+    ///
+    /// A batch's result items, a single call's body, or the uploader's result CSV, with the
+    /// content type they were stored with. Kept for a month: 410 after.
+    #[oai(
+        path = "/bgrs/:rid/result",
+        method = "get",
+        operation_id = "getBackgroundRequestResult"
+    )]
+    async fn result(
+        &self,
+        /// the id of the background request
+        rid: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Streamed<ResultReplies>, { SIGNED | E404 | E410 }> {
+        Ok(Streamed::new(result_of(state, &caller, &rid).await?))
+    }
+
+    /// Server-Sent Events of progress and log entries until the request finishes
+    ///
+    /// A user may hold a limited number of streams open at once (`--max-streams-per-user`,
+    /// default 16); beyond it, 429 with `Retry-After`.
+    #[oai(
+        path = "/bgrs/:rid/events",
+        method = "get",
+        operation_id = "streamBackgroundRequestEvents"
+    )]
+    async fn events(
+        &self,
+        /// the id of the background request
+        rid: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Streamed<EventReplies>, { SIGNED | E404 }> {
+        Ok(Streamed::new(events(state, caller, rid.0).await?))
+    }
+
+    /// A stored result file
+    ///
+    /// The file a finished request's `result` names. Kept for a month: 410 after.
+    #[oai(
+        path = "/media/keep1m/:file",
+        method = "get",
+        operation_id = "getResultFile"
+    )]
+    async fn media(
+        &self,
+        /// the file name from the request's `result`
+        file: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Streamed<ResultReplies>, { SIGNED | E404 | E410 }> {
+        Ok(Streamed::new(media(state, &caller, &file).await?))
+    }
+}
 
 async fn visible(state: &AppState, caller: &Caller, rid: &str) -> Result<BgRequest> {
     state
@@ -26,96 +301,8 @@ async fn visible(state: &AppState, caller: &Caller, rid: &str) -> Result<BgReque
         .ok_or_else(|| ApiError::NotFound(format!("background request `{rid}` does not exist")))
 }
 
-#[handler]
-pub async fn record(
-    Path(rid): Path<String>,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
-    let r = visible(state, &caller, &rid).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &Json::Array(vec![r.to_json()]),
-    ))
-}
-
-#[handler]
-pub async fn list(
-    req: &Request,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
-    let pairs = body::query_pairs(req)?;
-    let int = |name: &str, default: i64, max: i64| -> Result<i64> {
-        match body::query_param(&pairs, name) {
-            None => Ok(default),
-            Some(v) => v
-                .trim()
-                .parse::<i64>()
-                .ok()
-                .filter(|n| (0..=max).contains(n))
-                .ok_or_else(|| {
-                    ApiError::BadRequest(format!("`{name}` must be an integer from 0 to {max}"))
-                }),
-        }
-    };
-    let status_id = match body::query_param(&pairs, "status_id") {
-        None => None,
-        Some(_) => Some(int("status_id", 0, 100)?),
-    };
-    let limit = int("limit", 100, 1000)?;
-    let offset = int("offset", 0, i64::MAX)?;
-    let name = body::query_param(&pairs, "name");
-    let rows = state
-        .jobs
-        .list(&caller, status_id, name, limit, offset)
-        .await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &Json::Array(rows.iter().map(BgRequest::to_json).collect()),
-    ))
-}
-
 /// Most details entries in one reply of `GET /bgrs/<rid>/details`.
 pub const DETAILS_PAGE: i64 = 1000;
-
-/// `GET /bgrs/<rid>/details`: entries oldest first, at most `limit` (1 to
-/// [`DETAILS_PAGE`], default the most); `since=<entry id>` goes on after that entry.
-#[handler]
-pub async fn details(
-    req: &Request,
-    Path(rid): Path<String>,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
-    visible(state, &caller, &rid).await?;
-    let pairs = body::query_pairs(req)?;
-    let since = match body::query_param(&pairs, "since") {
-        None => 0,
-        Some(s) => s
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| ApiError::BadRequest("`since` must be an entry id".into()))?,
-    };
-    let limit = match body::query_param(&pairs, "limit") {
-        None => DETAILS_PAGE,
-        Some(s) => s
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|n| (1..=DETAILS_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "`limit` must be an integer from 1 to {DETAILS_PAGE}"
-                ))
-            })?,
-    };
-    let rows = state.jobs.details(&rid, since, limit).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &Json::Array(rows.iter().map(detail_json).collect()),
-    ))
-}
 
 /// The stored result of a finished request, streamed from the database.
 async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Response> {
@@ -200,44 +387,25 @@ fn result_stream(
     })
 }
 
-#[handler]
-pub async fn result(
-    Path(rid): Path<String>,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
-    result_of(state, &caller, &rid).await
-}
-
 /// `GET /media/keep1m/bgrs.<rid>.result.<ext>`: the same result by its path.
-#[handler]
-pub async fn media(
-    Path(file): Path<String>,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
+async fn media(state: &AppState, caller: &Caller, file: &str) -> Result<Response> {
     let rid = file
         .strip_prefix("bgrs.")
         .and_then(|f| f.split('.').next())
         .filter(|r| r.len() == 32 && r.chars().all(|c| c.is_ascii_hexdigit()))
         .ok_or_else(|| ApiError::NotFound(format!("no stored file `{file}`")))?;
-    let r = visible(state, &caller, rid).await?;
+    let r = visible(state, caller, rid).await?;
     if r.result.as_deref() != Some(&format!("media/keep1m/{file}")) && !r.is_open() {
         return Err(ApiError::NotFound(format!("no stored file `{file}`")));
     }
-    result_of(state, &caller, rid).await
+    result_of(state, caller, rid).await
 }
 
 /// Server-Sent Events: every `detail` entry in order, `progress` (the record) whenever it
 /// changes, and a last `finished` event. The streams of one request share one watcher
 /// ([`crate::jobs::watch`]); a user holds at most `max_streams_per_user` streams at once
 /// (429 with `Retry-After` beyond).
-#[handler]
-pub async fn events(
-    Path(rid): Path<String>,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
+async fn events(state: &AppState, caller: Caller, rid: String) -> Result<Response> {
     visible(state, &caller, &rid).await?;
     let Some(slot) = state.jobs.stream_slot(caller.id) else {
         let mut resp = json_response(
@@ -351,35 +519,22 @@ impl Follow {
     }
 }
 
-/// `DELETE /bgrs/<rid>`: cancels an unfinished request. The worker stops before its next
-/// chunk; the reply waits briefly for that and is 200 with the cancelled record, or 202 with
-/// the record as it stands when the worker has not stopped yet.
-#[handler]
-pub async fn cancel(
-    Path(rid): Path<String>,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
-    let r = visible(state, &caller, &rid).await?;
-    if !r.is_open() || !state.jobs.request_cancel(&rid, &caller.login).await? {
+/// `DELETE /bgrs/<rid>`: asks the worker to stop and waits briefly for it.
+async fn cancel(state: &AppState, caller: &Caller, rid: &str) -> Result<Cancelled> {
+    let r = visible(state, caller, rid).await?;
+    if !r.is_open() || !state.jobs.request_cancel(rid, &caller.login).await? {
         return Err(ApiError::AlreadyFinished(format!(
             "background request `{rid}` has already ended"
         )));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let r = visible(state, &caller, &rid).await?;
+        let r = visible(state, caller, rid).await?;
         if !r.is_open() {
-            return Ok(json_response(
-                StatusCode::OK,
-                &Json::Array(vec![r.to_json()]),
-            ));
+            return Ok(Cancelled::Done(records(&[r])?));
         }
         if tokio::time::Instant::now() >= deadline {
-            return Ok(json_response(
-                StatusCode::ACCEPTED,
-                &Json::Array(vec![r.to_json()]),
-            ));
+            return Ok(Cancelled::Asked(records(&[r])?));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

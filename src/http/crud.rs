@@ -16,8 +16,7 @@ use std::sync::Arc;
 
 fn parse_id(entity: &str, id: &str) -> Result<i64> {
     // Ids are assigned from 1: anything else names no object.
-    id.parse::<i64>()
-        .ok()
+    crate::input::id(id)
         .filter(|n| *n >= 1)
         .ok_or_else(|| ApiError::NotFound(format!("{entity} `{id}` does not exist")))
 }
@@ -82,7 +81,7 @@ pub async fn list(
     resp.headers_mut()
         .insert("x-total-count", page.total.into());
     if let Some(cursor) = &page.next {
-        let link = next_link(req.original_uri().path(), pairs, cursor)?;
+        let link = next_link(super::full_path(req), pairs, cursor)?;
         resp.headers_mut().insert("link", link);
     }
     Ok(resp)

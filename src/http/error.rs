@@ -162,3 +162,28 @@ pub fn to_json_response(err: poem::Error) -> Response {
     };
     super::json_response(status, &json!({"error": code, "description": description}))
 }
+
+/// A reply of an error status without a body of ours (a route or parameter the poem-openapi
+/// service refused before any handler ran) becomes the contract's JSON error, its text kept as
+/// the description.
+pub async fn ensure_json(mut resp: Response) -> Response {
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error())
+        || resp
+            .headers()
+            .contains_key(poem::http::header::CONTENT_TYPE)
+    {
+        return resp;
+    }
+    let text = resp.take_body().into_string().await.unwrap_or_default();
+    let err = if text.trim().is_empty() {
+        poem::Error::from_status(status)
+    } else {
+        poem::Error::from_string(text, status)
+    };
+    let mut json = to_json_response(err);
+    for (k, v) in resp.headers() {
+        json.headers_mut().entry(k).or_insert_with(|| v.clone());
+    }
+    json
+}

@@ -1,11 +1,49 @@
 //! `GET /media/files/<entity>/<bundle>/...`: files stored from uploaded bundles (PDF pages,
 //! `res/` folders), served to users whose role may read the entity they belong to.
 
-use super::error::{ApiError, Result};
-use super::{AppState, Authed};
-use poem::web::{Data, Path};
-use poem::{Body, Response, handler};
+use super::AppState;
+use super::api::{Body as Media, E404, Replies, Reply, SIGNED, Signed, Streamed, Tag};
+use super::error::ApiError;
+use poem::web::Data;
+use poem::{Body, Response};
+use poem_openapi::OpenApi;
+use poem_openapi::param::Path;
 use std::sync::Arc;
+
+/// A stored file.
+pub struct FileReplies;
+impl Replies for FileReplies {
+    const REPLIES: &'static [super::api::Documented] = &[(
+        200,
+        "the file",
+        &[("application/octet-stream", Media::Binary)],
+    )];
+}
+
+pub struct FilesApi;
+
+#[OpenApi]
+impl FilesApi {
+    /// A file stored from an uploaded bundle
+    ///
+    /// A marker's one-page PDF or a `res/` file of a ZIP bundle, for users who may read its
+    /// entity. The key's slashes may be sent as they are or escaped (`%2F`).
+    #[oai(
+        path = "/media/files/:key",
+        method = "get",
+        operation_id = "getStoredFile",
+        tag = "Tag::Uploader"
+    )]
+    async fn file(
+        &self,
+        /// the rest of the path: <entity>/<bundle>/...
+        key: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Streamed<FileReplies>, { SIGNED | E404 }> {
+        Ok(Streamed::new(file(state, &caller, &key).await?))
+    }
+}
 
 /// A content type from a file name's extension.
 fn content_type(key: &str) -> &'static str {
@@ -27,12 +65,11 @@ fn content_type(key: &str) -> &'static str {
     }
 }
 
-#[handler]
-pub async fn file(
-    Path(key): Path<String>,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
-) -> Result<Response> {
+async fn file(
+    state: &AppState,
+    caller: &crate::engine::Caller,
+    key: &str,
+) -> Result<Response, ApiError> {
     let missing = || ApiError::NotFound("no stored file at this path".into());
     let entity = key.split('/').next().unwrap_or_default();
     let catalog = state.engine.catalog.load();
@@ -42,12 +79,12 @@ pub async fn file(
     }
     let (f, len) = state
         .files
-        .open(&key)
+        .open(key)
         .await
         .map_err(|e| ApiError::from(crate::uploader::UploadError::Io(e.to_string())))?
         .ok_or_else(missing)?;
     Ok(Response::builder()
-        .content_type(content_type(&key))
+        .content_type(content_type(key))
         .header("content-length", len)
         .header("x-content-type-options", "nosniff")
         .header("content-security-policy", "sandbox")

@@ -1,7 +1,9 @@
-//! HTTP: poem routes per area, the shared state, the authenticated caller extractor, and the
-//! mapping of every error to the contract's JSON. Every route exists unprefixed and under
-//! `/v2.5`.
+//! HTTP: the router built from the route table ([`crate::routes`]), the shared state, the
+//! authenticated caller extractor, and the mapping of every error to the contract's JSON. The
+//! fixed routes' handlers are one poem-openapi service ([`api`]), which also writes their part
+//! of the document; the entities' routes are poem handlers over the catalog in force.
 
+pub mod api;
 mod auth;
 pub mod batch;
 mod bgrs;
@@ -17,13 +19,13 @@ pub mod uploader;
 
 use crate::auth::Auth;
 use crate::engine::{Caller, Engine};
+use crate::routes::{self, Owner};
 use crate::settings::Settings;
 use error::ApiError;
 use poem::http::StatusCode;
 use poem::middleware::CatchPanic;
 use poem::{
     Endpoint, EndpointExt, FromRequest, IntoEndpoint, Request, RequestBody, Response, Route, get,
-    handler, post,
 };
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -38,6 +40,8 @@ pub struct AppState {
     pub files: Arc<dyn crate::files::FileStore>,
     /// The open connections (for their timeouts).
     pub conns: Arc<conn::Connections>,
+    /// The fixed routes' part of the document ([`api::spec`]), written once.
+    pub fixed_document: Json,
 }
 
 /// The signed-in caller of a request (HTTP Basic, bearer token or `_token=`).
@@ -106,69 +110,26 @@ pub fn json_response(status: StatusCode, body: &Json) -> Response {
         .body(serde_json::to_vec(body).unwrap_or_default())
 }
 
-#[handler]
-fn healthz() -> Response {
-    json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))
-}
-
-/// Every route, under one prefix (`""` or `"/v2.5"`).
-fn routes(mut r: Route, p: &str) -> Route {
-    r = r
-        .at(format!("{p}/openapi.json"), get(docs::openapi))
-        .at(format!("{p}/docs"), get(docs::page))
-        .at(
-            format!("{p}/auth/token"),
-            post(auth::token).delete(auth::sign_out),
-        )
-        .at(format!("{p}/users/me"), get(auth::me))
-        .at(format!("{p}/bgrs"), get(bgrs::list))
-        .at(
-            format!("{p}/bgrs/:rid"),
-            get(bgrs::record).delete(bgrs::cancel),
-        )
-        .at(format!("{p}/bgrs/:rid/details"), get(bgrs::details))
-        .at(format!("{p}/bgrs/:rid/result"), get(bgrs::result))
-        .at(format!("{p}/bgrs/:rid/events"), get(bgrs::events))
-        .at(format!("{p}/media/keep1m/:file"), get(bgrs::media))
-        .at(format!("{p}/media/files/*key"), get(files::file))
-        .at(format!("{p}/tools/uploader.ex.php"), post(uploader::upload))
-        .at(format!("{p}/tools/uploader"), get(pages::uploader))
-        .at(format!("{p}/tools/requests"), get(pages::requests))
-        .at(format!("{p}/tools/assets/:name"), get(pages::asset))
-        .at(
-            format!("{p}/:entity"),
-            get(crud::list)
-                .post(crud::post_collection)
-                .put(crud::put_collection)
-                .delete(crud::delete_collection),
-        )
-        .at(
-            format!("{p}/:entity/:id"),
-            get(crud::get_one).put(crud::update).delete(crud::delete),
-        );
-    r
-}
-
-/// The methods a path answers, for the `Allow` header of a 405.
-fn allowed_methods(path: &str) -> &'static str {
-    let path = path.strip_prefix("/v2.5").unwrap_or(path);
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match segments.as_slice() {
-        ["auth", "token"] => "POST, DELETE",
-        ["tools", "uploader.ex.php"] => "POST",
-        ["bgrs", _] => "GET, DELETE",
-        ["bgrs", ..]
-        | ["media", ..]
-        | ["users", "me"]
-        | ["tools", "uploader" | "requests"]
-        | ["tools", "assets", _]
-        | ["healthz"]
-        | ["docs"]
-        | ["openapi.json"] => "GET",
-        [_] => "GET, POST, PUT, DELETE",
-        [_, _] => "GET, PUT, DELETE",
-        _ => "GET",
+/// The routes answered under `prefix` (`""` or [`routes::PREFIX`]), from the route table.
+fn router(prefix: &str, fixed: &Arc<poem::endpoint::BoxEndpoint<'static>>) -> Route {
+    let mut r = Route::new();
+    for route in routes::under(prefix) {
+        r = match route.owner {
+            Owner::Entity if route.path == "/:entity" => r.at(
+                route.path,
+                get(crud::list)
+                    .post(crud::post_collection)
+                    .put(crud::put_collection)
+                    .delete(crud::delete_collection),
+            ),
+            Owner::Entity => r.at(
+                route.path,
+                get(crud::get_one).put(crud::update).delete(crud::delete),
+            ),
+            Owner::Fixed | Owner::FixedUnderEntity => r.at(route.path, fixed.clone()),
+        };
     }
+    r
 }
 
 /// `//media/x` and `/bgrs//id` route like `/media/x` and `/bgrs/id` (clients joining a base URL
@@ -197,15 +158,43 @@ fn collapse_slashes(req: &mut Request) {
     }
 }
 
+/// The request's path with its prefix, as the client sent it (doubled slashes collapsed).
+#[derive(Clone)]
+pub struct FullPath(pub String);
+
+/// The path of `req` with its prefix.
+pub fn full_path(req: &Request) -> &str {
+    req.extensions()
+        .get::<FullPath>()
+        .map_or_else(|| req.uri().path(), |p| p.0.as_str())
+}
+
+/// A stored file's key reaches its route as one segment ([`routes::one_segment_key`]).
+fn file_key_as_one_segment(req: &mut Request) {
+    let Some(mut path) = routes::one_segment_key(req.uri().path()) else {
+        return;
+    };
+    if let Some(q) = req.uri().query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(pq) = path.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = poem::http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+}
+
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     error::to_json_response(poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))
 }
 
 /// The whole application endpoint.
 pub fn app(state: Arc<AppState>) -> impl Endpoint {
-    let mut r = Route::new().at("/healthz", get(healthz));
-    r = routes(r, "/v2.5");
-    r = routes(r, "");
+    let fixed = Arc::new(api::service().into_endpoint());
+    let r = router("", &fixed).nest(routes::PREFIX, router(routes::PREFIX, &fixed));
     let allowed = Arc::new(state.settings.allowed_origins.clone());
     let conns = state.conns.clone();
     r.data(state)
@@ -216,18 +205,22 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
             async move {
                 let _busy = busy;
                 collapse_slashes(&mut req);
+                let full = FullPath(req.uri().path().to_string());
+                req.extensions_mut().insert(full);
+                file_key_as_one_segment(&mut req);
                 let cors = match origin::check(&req, &allowed) {
                     origin::Verdict::Answer(r) => return Ok(r),
                     origin::Verdict::Run(cors) => cors,
                 };
-                let allow = allowed_methods(req.uri().path());
+                let allow = routes::allow(req.uri().path());
                 let mut resp = match ep.call(req).await {
-                    Ok(r) => r,
+                    Ok(r) => error::ensure_json(r).await,
                     Err(e) => error::to_json_response(e),
                 };
-                if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
-                    resp.headers_mut()
-                        .insert("allow", poem::http::HeaderValue::from_static(allow));
+                if resp.status() == StatusCode::METHOD_NOT_ALLOWED
+                    && let Ok(v) = poem::http::HeaderValue::from_str(&allow)
+                {
+                    resp.headers_mut().insert("allow", v);
                 }
                 if let Some(o) = cors {
                     origin::decorate(&mut resp, o);

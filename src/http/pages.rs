@@ -8,10 +8,93 @@
 //! `sessionStorage` and call the API with it. Nothing is loaded from outside the server.
 
 use super::AppState;
-use super::error::{ApiError, Result};
-use poem::web::{Data, Path};
-use poem::{Response, handler};
+use super::api::{Body as Media, E404, Fails, Replies, Reply, Streamed, Tag};
+use super::error::ApiError;
+use poem::Response;
+use poem::web::Data;
+use poem_openapi::OpenApi;
+use poem_openapi::param::Path;
 use std::sync::Arc;
+
+/// An HTML page.
+pub struct PageReplies;
+impl Replies for PageReplies {
+    const REPLIES: &'static [super::api::Documented] =
+        &[(200, "the page", &[("text/html", Media::Text)])];
+}
+
+/// A stylesheet or script.
+pub struct AssetReplies;
+impl Replies for AssetReplies {
+    const REPLIES: &'static [super::api::Documented] = &[(
+        200,
+        "the asset",
+        &[("text/css", Media::Text), ("text/javascript", Media::Text)],
+    )];
+}
+
+pub struct PagesApi;
+
+#[OpenApi(tag = "Tag::Pages")]
+impl PagesApi {
+    /// The upload page
+    ///
+    /// Upload a CSV or ZIP file to an entity, follow its progress and get the result file.
+    /// The page signs in with `POST /auth/token`; serving it needs no credentials.
+    #[oai(
+        path = "/tools/uploader",
+        method = "get",
+        operation_id = "getUploaderPage"
+    )]
+    async fn uploader(&self, Data(state): Data<&Arc<AppState>>) -> Streamed<PageReplies> {
+        let catalog = state.engine.catalog.load();
+        let names: Vec<&str> = catalog.entities.keys().map(String::as_str).collect();
+        Streamed::new(html(
+            UPLOADER
+                .replace(SIGNIN_SLOT, SIGNIN)
+                .replace(ENTITY_OPTIONS, &entity_options(&names)),
+        ))
+    }
+
+    /// The background requests page
+    ///
+    /// The caller's background requests, their progress and results. The page signs in with
+    /// `POST /auth/token`; serving it needs no credentials.
+    #[oai(
+        path = "/tools/requests",
+        method = "get",
+        operation_id = "getRequestsPage"
+    )]
+    async fn requests(&self) -> Streamed<PageReplies> {
+        Streamed::new(html(REQUESTS.replace(SIGNIN_SLOT, SIGNIN)))
+    }
+
+    /// A stylesheet or script of the pages
+    ///
+    /// The pages load nothing from outside the server.
+    #[oai(
+        path = "/tools/assets/:name",
+        method = "get",
+        operation_id = "getPageAsset"
+    )]
+    async fn asset(
+        &self,
+        /// the asset's file name
+        name: Path<String>,
+    ) -> Reply<Streamed<AssetReplies>, E404> {
+        let (_, ctype, body) = ASSETS
+            .iter()
+            .find(|(n, _, _)| *n == name.0)
+            .ok_or_else(|| Fails(ApiError::NotFound(format!("no asset `{}`", name.0))))?;
+        Ok(Streamed::new(
+            Response::builder()
+                .content_type(*ctype)
+                .header("cache-control", "no-cache")
+                .header("x-content-type-options", "nosniff")
+                .body(*body),
+        ))
+    }
+}
 
 const UPLOADER: &str = include_str!("pages/uploader.html");
 const REQUESTS: &str = include_str!("pages/requests.html");
@@ -87,35 +170,6 @@ fn entity_options(names: &[&str]) -> String {
         out.push_str(&format!("<option value=\"{n}\">{n}</option>"));
     }
     out
-}
-
-#[handler]
-pub fn uploader(Data(state): Data<&Arc<AppState>>) -> Response {
-    let catalog = state.engine.catalog.load();
-    let names: Vec<&str> = catalog.entities.keys().map(String::as_str).collect();
-    html(
-        UPLOADER
-            .replace(SIGNIN_SLOT, SIGNIN)
-            .replace(ENTITY_OPTIONS, &entity_options(&names)),
-    )
-}
-
-#[handler]
-pub fn requests() -> Response {
-    html(REQUESTS.replace(SIGNIN_SLOT, SIGNIN))
-}
-
-#[handler]
-pub fn asset(Path(name): Path<String>) -> Result<Response> {
-    let (_, ctype, body) = ASSETS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .ok_or_else(|| ApiError::NotFound(format!("no asset `{name}`")))?;
-    Ok(Response::builder()
-        .content_type(*ctype)
-        .header("cache-control", "no-cache")
-        .header("x-content-type-options", "nosniff")
-        .body(*body))
 }
 
 #[cfg(test)]

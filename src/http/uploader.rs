@@ -1,8 +1,10 @@
 //! `POST /tools/uploader.ex.php`: a CSV upload, run synchronously (the result CSV, or a
 //! streamed progress log) or as a background request.
 
+use super::api::{Body as Media, E400, E413, E415, Replies, Reply, SIGNED, Signed, Streamed};
+use super::api::{Tag, state as app_state};
 use super::error::{ApiError, Result};
-use super::{AppState, Authed, json_response};
+use super::{AppState, json_response};
 use crate::engine::Caller;
 use crate::jobs::queue::NewRequest;
 use crate::uploader::intake::{self, Received};
@@ -11,9 +13,205 @@ use crate::uploader::run::{self, Sink};
 use crate::uploader::{Plan, UploadError, validate};
 use poem::http::StatusCode;
 use poem::web::Data;
-use poem::{Body, Request, Response, handler};
+use poem::{Body, Request, RequestBody, Response};
+use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaRef, Registry};
+use poem_openapi::types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
+use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, Object, OpenApi};
 use serde_json::json;
 use std::sync::Arc;
+
+/// The uploader's form. `entity` names one of the entities in force.
+#[derive(Object)]
+#[oai(rename = "Upload", example, skip_serializing_if_is_none)]
+struct UploadForm {
+    /// the entity the rows apply to
+    entity: String,
+    /// the CSV file, or a ZIP bundle of a CSV with `pages.pdf` or a `res/` folder
+    csvfile: FileField,
+    /// 1/yes/true to run in the background and answer 202 at once; 0/no/false (the default)
+    /// not to
+    #[oai(validator(
+        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
+    ))]
+    bgrs: Option<String>,
+    /// the file's character encoding (a WHATWG label such as utf-8, windows-1252,
+    /// iso-8859-1); default utf-8
+    encoding: Option<String>,
+    /// 1/yes/true to stream one line per row as it runs instead of the result file;
+    /// 0/no/false (the default) not to
+    #[oai(validator(
+        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
+    ))]
+    show_progress: Option<String>,
+    /// 1/yes/true to answer with the result file's content; 0/no/false (the default) not to
+    #[oai(validator(
+        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
+    ))]
+    get_content: Option<String>,
+    /// the campaign a ZIP bundle's pages belong to; empty or absent: a new campaign
+    #[oai(validator(pattern = r"^\s*([+-]?[0-9]+)?\s*$"))]
+    campaign_id: Option<String>,
+}
+
+impl Example for UploadForm {
+    fn example() -> Self {
+        UploadForm {
+            entity: "campaigns".into(),
+            csvfile: FileField("op,name\nc,spring catalogue\n".into()),
+            bgrs: Some("1".into()),
+            encoding: None,
+            show_progress: None,
+            get_content: None,
+            campaign_id: None,
+        }
+    }
+}
+
+/// A file field of a form: bytes.
+struct FileField(String);
+
+impl Type for FileField {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        "string_binary".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "binary")))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
+        Box::new(std::iter::once(self))
+    }
+}
+
+impl ParseFromJSON for FileField {
+    fn parse_from_json(value: Option<serde_json::Value>) -> ParseResult<Self> {
+        match value {
+            Some(serde_json::Value::String(s)) => Ok(FileField(s)),
+            v => Err(ParseError::expected_type(v.unwrap_or_default())),
+        }
+    }
+}
+
+impl ToJSON for FileField {
+    fn to_json(&self) -> Option<serde_json::Value> {
+        Some(serde_json::Value::String(self.0.clone()))
+    }
+}
+
+/// The uploader's form as received: its fields, and the file streamed to a scratch file
+/// within the size limits.
+struct Form(Received);
+
+impl<'a> ApiExtractor<'a> for Form {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        UploadForm::register(registry);
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        Some(MetaRequest {
+            description: None,
+            content: vec![MetaMediaType {
+                content_type: "multipart/form-data",
+                schema: MetaSchemaRef::Reference("Upload".into()),
+            }],
+            required: true,
+        })
+    }
+
+    async fn from_request(
+        req: &'a Request,
+        body: &mut RequestBody,
+        _: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        let state = app_state(req);
+        let ctype = req.header("content-type").unwrap_or("");
+        if !ctype
+            .to_ascii_lowercase()
+            .starts_with("multipart/form-data")
+        {
+            return Err(ApiError::UnsupportedMediaType(
+                "the uploader takes multipart/form-data".into(),
+            )
+            .into());
+        }
+        let received = intake::receive(
+            ctype,
+            body.take()?,
+            &intake::work_dir(&state.settings.data_dir),
+            "csvfile",
+            intake::FormLimits {
+                file: state.settings.max_upload_bytes,
+                field: state.settings.max_field_bytes as u64,
+            },
+        )
+        .await
+        .map_err(ApiError::from)?;
+        Ok(Form(received))
+    }
+}
+
+/// What an upload answers.
+pub struct UploadReplies;
+impl Replies for UploadReplies {
+    const REPLIES: &'static [super::api::Documented] = &[
+        (
+            200,
+            "the result CSV, or the progress log (show_progress=1)",
+            &[("text/csv", Media::Text), ("text/plain", Media::Text)],
+        ),
+        (
+            202,
+            "running in the background: follow it at /bgrs/{rid}",
+            &[(
+                "application/json",
+                Media::Typed(
+                    <super::api::Accepted as Type>::schema_ref,
+                    <super::api::Accepted as Type>::register,
+                ),
+            )],
+        ),
+    ];
+}
+
+pub struct UploaderApi;
+
+#[OpenApi]
+impl UploaderApi {
+    /// Apply the create/update/delete rows of a CSV file (or a ZIP bundle) to one entity
+    ///
+    /// The CSV's `op` column says what each row does (`c`, `u`, `d`); the whole file is
+    /// checked before any row runs. Synchronously the reply is the result CSV: every row with
+    /// its `res`. With `bgrs=1` it runs in the background (202) and the result CSV is the
+    /// request's result. An `Idempotency-Key` header makes a retry answer as the first did.
+    #[oai(
+        path = "/tools/uploader.ex.php",
+        method = "post",
+        operation_id = "uploadFile",
+        tag = "Tag::Uploader"
+    )]
+    async fn upload(
+        &self,
+        req: &Request,
+        Signed(caller): Signed,
+        Form(received): Form,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Streamed<UploadReplies>, { E400 | SIGNED | E413 | E415 }> {
+        Ok(Streamed::new(upload(req, received, caller, state).await?))
+    }
+}
 
 impl From<UploadError> for ApiError {
     fn from(e: UploadError) -> Self {
@@ -30,14 +228,12 @@ impl From<UploadError> for ApiError {
     }
 }
 
+/// A yes/no field of the form; empty or absent is no.
 fn flag(r: &Received, name: &str) -> Result<bool> {
-    match r.fields.get(name).map(|v| v.trim().to_ascii_lowercase()) {
+    match r.fields.get(name).filter(|v| !v.trim().is_empty()) {
         None => Ok(false),
-        Some(v) => match v.as_str() {
-            "" | "0" | "no" | "false" => Ok(false),
-            "1" | "yes" | "true" => Ok(true),
-            _ => Err(ApiError::BadRequest(format!("`{name}` must be 1 or 0"))),
-        },
+        Some(v) => crate::input::flag(v)
+            .ok_or_else(|| ApiError::BadRequest(crate::input::flag_error(name))),
     }
 }
 
@@ -163,40 +359,20 @@ async fn open_bundle(
     })
 }
 
-#[handler]
-pub async fn upload(
+async fn upload(
     req: &Request,
-    body: Body,
-    Authed(caller): Authed,
-    Data(state): Data<&Arc<AppState>>,
+    received: Received,
+    caller: Caller,
+    state: &AppState,
 ) -> Result<Response> {
-    let ctype = req.header("content-type").unwrap_or("");
-    if !ctype
-        .to_ascii_lowercase()
-        .starts_with("multipart/form-data")
-    {
-        return Err(ApiError::UnsupportedMediaType(
-            "the uploader takes multipart/form-data".into(),
-        ));
-    }
     let dir = intake::work_dir(&state.settings.data_dir);
-    let received = intake::receive(
-        req.header("content-type").unwrap_or(""),
-        body,
-        &dir,
-        "csvfile",
-        intake::FormLimits {
-            file: state.settings.max_upload_bytes,
-            field: state.settings.max_field_bytes as u64,
-        },
-    )
-    .await?;
     let mut cleanup = Cleanup {
         files: received.file.iter().map(|(p, _)| p.clone()).collect(),
         dirs: Vec::new(),
         stored: Vec::new(),
         store: state.files.clone(),
     };
+    let key = super::batch::idempotency_key(req)?;
     let entity = received
         .fields
         .get("entity")
@@ -296,7 +472,6 @@ pub async fn upload(
         run_here: !background,
         details: opened.map(|o| o.notes).unwrap_or_default(),
     };
-    let key = req.header("idempotency-key").map(str::to_string);
     let rid = match state.jobs.enqueue(new, key.as_deref()).await? {
         Ok(rid) => rid,
         Err(reply) => {

@@ -1,31 +1,42 @@
 //! The one OpenAPI 3.1 document of the server: the fixed routes (authentication, health,
-//! background requests, the uploader) and, generated from the catalog in force, every entity's
-//! CRUD and batch routes with their request and response schemas. Built per catalog, so it
+//! background requests, the uploader, files, pages), as poem-openapi writes them from their
+//! handlers' types and converted once to 3.1 ([`fixed`]), merged with every entity's CRUD and
+//! batch routes generated from the catalog in force ([`entity`]). Built per catalog, so it
 //! changes together with the routes when the entities are reloaded.
 
 mod entity;
 mod fixed;
 
+pub use fixed::{Users, fixed_part};
+
+use crate::routes::PREFIX;
 use crate::schema::{Catalog, Entity};
 use serde_json::{Map, Value as Json, json};
 
 /// Path prefixes every route exists under, with the suffix that tells their operationIds
 /// apart.
-pub const PREFIXES: [(&str, &str); 2] = [("", ""), ("/v2.5", "V25")];
+pub const PREFIXES: [(&str, &str); 2] = [("", ""), (PREFIX, "V25")];
 
-/// The whole document for `catalog`.
-pub fn document(catalog: &Catalog) -> Json {
+/// The whole document for `catalog`; `fixed` is [`fixed_part`].
+pub fn document(catalog: &Catalog, fixed: &Json) -> Json {
     let mut paths = Map::new();
-    let mut schemas = fixed::schemas();
+    let mut schemas = fixed["components"]["schemas"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    schemas.extend(fixed::entity_schemas());
     let names: Vec<&String> = catalog.entities.keys().collect();
-    schemas["Upload"]["properties"]["entity"]["enum"] = json!(names);
+    if let Some(upload) = schemas.get_mut("Upload") {
+        upload["properties"]["entity"]["enum"] = json!(names);
+    }
     for (prefix, suffix) in PREFIXES {
-        fixed::paths(prefix, suffix, &mut paths);
+        fixed::paths(fixed, prefix, suffix, &mut paths);
         for e in catalog.entities.values() {
             entity::paths(prefix, suffix, e, &mut paths);
         }
     }
-    let mut tags = fixed::tags();
+    fixed::example_entity(&mut paths, &names);
+    let mut tags = fixed["tags"].as_array().cloned().unwrap_or_default();
     for e in catalog.entities.values() {
         entity::schemas(e, &mut schemas);
         tags.push(entity::tag(e));
@@ -44,11 +55,7 @@ pub fn document(catalog: &Catalog) -> Json {
         "tags": tags,
         "paths": paths,
         "components": {
-            "securitySchemes": {
-                "basic": {"type": "http", "scheme": "basic", "description": "login and password on every request"},
-                "bearer": {"type": "http", "scheme": "bearer", "description": "a token from POST /auth/token"},
-                "token": {"type": "apiKey", "in": "query", "name": "_token", "description": "a token from POST /auth/token, in the query"}
-            },
+            "securitySchemes": fixed["components"]["securitySchemes"],
             "schemas": schemas,
             "responses": fixed::responses(),
         }

@@ -15,17 +15,9 @@ pub struct RawEntity {
 }
 
 /// Names taken by built-in routes, and by the tables that keep row counts.
-const RESERVED_ENTITIES: &[&str] = &[
-    "bgrs",
-    "auth",
-    "tools",
-    "media",
-    "healthz",
-    "docs",
-    "files",
-    "entity_counts",
-    "entity_count_deltas",
-];
+/// Built-in tables an entity's table would collide with; the fixed routes reserve their own
+/// names ([`crate::routes::reserved_names`]).
+const RESERVED_TABLES: &[&str] = &["files", "entity_counts", "entity_count_deltas"];
 
 /// A problem and the key path it belongs to.
 pub struct Problem {
@@ -82,7 +74,9 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
             format!("entity name `{name}` must be lowercase letters, digits and `_`, starting with a letter"),
         );
     }
-    if RESERVED_ENTITIES.contains(&name.as_str()) {
+    if RESERVED_TABLES.contains(&name.as_str())
+        || crate::routes::reserved_names().any(|r| r == name)
+    {
         sink.push(
             &["name"],
             format!("entity name `{name}` is reserved for a built-in route or table"),

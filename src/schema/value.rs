@@ -8,11 +8,7 @@ use serde_json::Value as Json;
 
 /// Parses a boolean the way the contract spells them: `1/0/true/false/yes/no`.
 pub fn parse_bool(s: &str) -> Option<bool> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" => Some(true),
-        "0" | "false" | "no" => Some(false),
-        _ => None,
-    }
+    crate::input::flag(s)
 }
 
 /// Converts a string value to the JSON value of a field of type `ty`.

@@ -139,9 +139,9 @@ pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
         (Op::Create, "") => None,
         (Op::Create, _) => return Work::Fail(bad("`id` must be empty for op c")),
         (_, "") => return Work::Fail(bad("`id` is required for ops u and d")),
-        (_, s) => match s.parse::<i64>() {
-            Ok(n) => Some(n),
-            Err(_) => return Work::Fail(bad(&format!("`id` `{s}` is not an integer"))),
+        (_, s) => match crate::input::id(s) {
+            Some(n) => Some(n),
+            None => return Work::Fail(bad(&format!("`id` `{s}` is not an integer"))),
         },
     };
     let mut params = serde_json::Map::new();

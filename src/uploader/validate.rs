@@ -91,16 +91,7 @@ impl Checker {
     }
 
     fn choose_separator(&mut self) {
-        let (mut commas, mut semis, mut quoted) = (0, 0, false);
-        for &c in &self.header_line {
-            match c {
-                b'"' => quoted = !quoted,
-                b',' if !quoted => commas += 1,
-                b';' if !quoted => semis += 1,
-                _ => {}
-            }
-        }
-        self.sep = Some(if semis > commas { b';' } else { b',' });
+        self.sep = Some(crate::input::separator(&self.header_line));
     }
 
     fn byte(&mut self, c: u8) -> Result<(), UploadError> {

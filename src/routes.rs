@@ -1,0 +1,169 @@
+//! The route table: every path the server answers, as data. The router, the `Allow` lists of a
+//! 405, the entity names the routes reserve and the walk test against the OpenAPI document are
+//! all built from it. Every route also exists under [`PREFIX`], except where a route says not.
+
+/// The prefix every route (but [`Route::unprefixed_only`] ones) also answers under.
+pub const PREFIX: &str = "/v2.5";
+
+/// One path and the methods it answers.
+pub struct Route {
+    /// The path as the router writes it: `:name` is one segment.
+    pub path: &'static str,
+    pub methods: &'static [&'static str],
+    /// Answered only without [`PREFIX`].
+    pub unprefixed_only: bool,
+    /// What answers it: a handler of the fixed API, or the entities' CRUD and batch routes.
+    pub owner: Owner,
+}
+
+/// Who answers a route.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Owner {
+    /// A fixed route; its first segment is reserved, so no entity can take its name.
+    Fixed,
+    /// A fixed route under an entity's path (`/users/me`): the entity keeps its name.
+    FixedUnderEntity,
+    /// Every entity's collection and item routes.
+    Entity,
+}
+
+const fn fixed(path: &'static str, methods: &'static [&'static str]) -> Route {
+    Route {
+        path,
+        methods,
+        unprefixed_only: false,
+        owner: Owner::Fixed,
+    }
+}
+
+const GET: &[&str] = &["GET"];
+
+/// Every route. Static segments win over `:name` ones, so `/bgrs/:rid` is never an entity's
+/// item route.
+pub const ROUTES: &[Route] = &[
+    Route {
+        unprefixed_only: true,
+        ..fixed("/healthz", GET)
+    },
+    fixed("/openapi.json", GET),
+    fixed("/docs", GET),
+    fixed("/auth/token", &["POST", "DELETE"]),
+    Route {
+        owner: Owner::FixedUnderEntity,
+        ..fixed("/users/me", GET)
+    },
+    fixed("/bgrs", GET),
+    fixed("/bgrs/:rid", &["GET", "DELETE"]),
+    fixed("/bgrs/:rid/details", GET),
+    fixed("/bgrs/:rid/result", GET),
+    fixed("/bgrs/:rid/events", GET),
+    fixed("/media/keep1m/:file", GET),
+    fixed(FILES_ROUTE, GET),
+    fixed("/tools/uploader.ex.php", &["POST"]),
+    fixed("/tools/uploader", GET),
+    fixed("/tools/requests", GET),
+    fixed("/tools/assets/:name", GET),
+    Route {
+        owner: Owner::Entity,
+        ..fixed("/:entity", &["GET", "POST", "PUT", "DELETE"])
+    },
+    Route {
+        owner: Owner::Entity,
+        ..fixed("/:entity/:id", &["GET", "PUT", "DELETE"])
+    },
+];
+
+/// Stored files: the key is one parameter that may hold slashes (`<entity>/<bundle>/...`).
+/// The router sees it with its slashes escaped ([`one_segment_key`]).
+pub const FILES_ROUTE: &str = "/media/files/:key";
+
+/// Escapes the slashes of a stored file's key, so that `/media/files/a/b/c.pdf` reaches
+/// [`FILES_ROUTE`] with the key `a/b/c.pdf`; other paths are returned as they are.
+pub fn one_segment_key(path: &str) -> Option<String> {
+    let unprefixed = path.strip_prefix(PREFIX).unwrap_or(path);
+    let key = unprefixed.strip_prefix("/media/files/")?;
+    if !key.contains('/') {
+        return None;
+    }
+    let head = &path[..path.len() - key.len()];
+    Some(format!("{head}{}", key.replace('/', "%2F")))
+}
+
+/// The routes answered under `prefix` (`""` or [`PREFIX`]).
+pub fn under(prefix: &str) -> impl Iterator<Item = &'static Route> {
+    let prefixed = !prefix.is_empty();
+    ROUTES
+        .iter()
+        .filter(move |r| !(prefixed && r.unprefixed_only))
+}
+
+/// Whether `path` (without prefix) fits `pattern`.
+fn fits(pattern: &str, path: &str) -> bool {
+    let (p, s): (Vec<&str>, Vec<&str>) = (
+        pattern.trim_matches('/').split('/').collect(),
+        path.trim_matches('/').split('/').collect(),
+    );
+    p.len() == s.len() && p.iter().zip(&s).all(|(p, s)| p.starts_with(':') || p == s)
+}
+
+/// The route that answers `path`, static routes before the entities'.
+pub fn find(path: &str) -> Option<&'static Route> {
+    let (routes, path) = match path.strip_prefix(PREFIX) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            (under(PREFIX).collect::<Vec<_>>(), rest)
+        }
+        _ => (under("").collect(), path),
+    };
+    routes
+        .iter()
+        .find(|r| r.owner != Owner::Entity && fits(r.path, path))
+        .or_else(|| routes.iter().find(|r| fits(r.path, path)))
+        .copied()
+}
+
+/// The `Allow` header of a 405 at `path`.
+pub fn allow(path: &str) -> String {
+    find(path).map_or_else(|| "GET".to_string(), |r| r.methods.join(", "))
+}
+
+/// Names no entity may take: the first segments of the fixed routes.
+pub fn reserved_names() -> impl Iterator<Item = &'static str> {
+    ROUTES
+        .iter()
+        .filter(|r| r.owner == Owner::Fixed)
+        .filter_map(|r| r.path.trim_start_matches('/').split('/').next())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_routes_win_and_the_rest_are_entities() {
+        assert_eq!(allow("/auth/token"), "POST, DELETE");
+        assert_eq!(allow("/v2.5/bgrs/abc"), "GET, DELETE");
+        assert_eq!(allow("/campaigns"), "GET, POST, PUT, DELETE");
+        assert_eq!(allow("/v2.5/campaigns/3"), "GET, PUT, DELETE");
+        assert_eq!(allow("/users/me"), "GET");
+        assert_eq!(find("/v2.5/healthz").map(|r| r.owner), Some(Owner::Entity));
+    }
+
+    #[test]
+    fn file_keys_become_one_segment() {
+        assert_eq!(
+            one_segment_key("/v2.5/media/files/a/b c/d.pdf").as_deref(),
+            Some("/v2.5/media/files/a%2Fb c%2Fd.pdf")
+        );
+        assert_eq!(one_segment_key("/media/files/a.pdf"), None);
+        assert_eq!(one_segment_key("/bgrs/a/b"), None);
+    }
+
+    #[test]
+    fn fixed_first_segments_are_reserved_but_users_is_an_entity() {
+        let names: Vec<&str> = reserved_names().collect();
+        for n in ["auth", "bgrs", "media", "tools", "healthz", "docs"] {
+            assert!(names.contains(&n), "{n}");
+        }
+        assert!(!names.contains(&"users"));
+    }
+}
