@@ -235,7 +235,7 @@ pub type Reply<T, const M: u16> = Result<T, Fails<M>>;
 
 /// The schema of a streamed body's media type.
 pub enum Body {
-    /// Any JSON value.
+    /// Any value (JSON, or events of a stream).
     Json,
     /// A type's schema, and how it registers its components.
     Typed(fn() -> MetaSchemaRef, fn(&mut Registry)),

@@ -106,7 +106,7 @@ impl Replies for EventReplies {
     const REPLIES: &'static [super::api::Documented] = &[(
         200,
         "an event stream: `detail` events carry a Detail, `progress` and `finished` events a BgRequest, as JSON",
-        &[("text/event-stream", Media::Text)],
+        &[("text/event-stream", Media::Json)],
     )];
 }
 
