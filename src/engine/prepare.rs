@@ -2,7 +2,7 @@
 //! string coercion, JSON Schema validation, normalisation, defaults, and hashing of secrets.
 
 use super::{Call, CallError, Caller, Op};
-use crate::schema::{Catalog, Entity, Role, value};
+use crate::schema::{Catalog, Entity, FieldType, Role, value};
 use crate::storage::Value;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
@@ -202,8 +202,10 @@ pub async fn prepare_at(
             "is required".to_string()
         } else if e.field(&field).is_some_and(|f| f.secret) {
             secret_problem(err.kind()).to_string()
+        } else if let Some(problem) = string_problem(e, &field, &instance) {
+            problem
         } else {
-            err.to_string()
+            field_problem(&err)
         };
         bad.entry(field).or_insert(msg);
     }
@@ -251,7 +253,9 @@ pub async fn prepare_at(
                         | crate::schema::FieldType::Enum(_)
                 ) =>
             {
-                value::normalize(&f.ty, &v).map_err(|m| CallError::invalid_field(&f.name, m))?
+                // Worded as a string converted by `coerce_strings` (CSV, form) would be.
+                value::normalize(&f.ty, &v)
+                    .map_err(|m| invalid(BTreeMap::from([(f.name.clone(), m)])))?
             }
             Some(v) => v,
             None => match (&f.default, call.op) {
@@ -282,6 +286,32 @@ pub async fn prepare_at(
         id: call.id,
         values,
     })
+}
+
+/// The problem with a date, datetime or enum value given as a string, in the words
+/// [`coerce_strings`] uses for a CSV cell or form value: the same value fails with the same
+/// message whichever way it came.
+fn string_problem(e: &Entity, field: &str, instance: &Json) -> Option<String> {
+    let f = e.field(field)?;
+    if !matches!(
+        f.ty,
+        FieldType::Date | FieldType::Datetime | FieldType::Enum(_)
+    ) {
+        return None;
+    }
+    let v = instance.get(field).filter(|v| v.is_string())?;
+    value::normalize(&f.ty, v).err()
+}
+
+/// The text of a schema error; for an optional field (`anyOf: [<the field's schema>, null]`)
+/// the problem with the field's own schema rather than "not valid under any of the schemas".
+fn field_problem(err: &jsonschema::ValidationError) -> String {
+    if let jsonschema::error::ValidationErrorKind::AnyOf { context } = err.kind()
+        && let Some(own) = context.first().and_then(|errors| errors.first())
+    {
+        return own.to_string();
+    }
+    err.to_string()
 }
 
 /// What is wrong with a secret's value, without the value.
