@@ -55,6 +55,9 @@ enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Print the JSON Schema (2020-12) of the entity file format, for editors that check YAML
+    /// as it is typed (yaml-language-server and others).
+    EntitySchema,
     /// Upload a CSV file to a server's uploader, follow it and download the result CSV.
     ///
     /// Exit codes: 0 every row OK, 2 some rows failed, 1 an error, 130 interrupted by Ctrl-C.
@@ -132,6 +135,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { entities } => check(entities),
         Command::Init { dir } => init(&dir),
+        Command::EntitySchema => {
+            let schema = entiserve::schema::format::json_schema(&entiserve::known_plugins());
+            println!("{schema:#}");
+            ExitCode::SUCCESS
+        }
         Command::Upload(args) => entiserve::client::upload::run(args),
         Command::Bgrs(args) => entiserve::client::bgrs::run(args),
         Command::PdfPages {

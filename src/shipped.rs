@@ -11,6 +11,10 @@ pub const ENTITIES: [(&str, &str); 4] = [
     ("users.yaml", include_str!("../entities/users.yaml")),
 ];
 
+/// The JSON Schema of the entity files, next to them: the shipped files name it on their
+/// first line, so editors with yaml-language-server check them as they are typed.
+pub const SCHEMA_FILE: &str = "entity.schema.json";
+
 /// An upload to start from: a few campaigns to create.
 pub const EXAMPLE_UPLOAD: (&str, &str) = (
     "campaigns.csv",
@@ -26,15 +30,23 @@ pub fn sources() -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-/// Writes the shipped entities into `dir/entities` and the example upload into
+/// Writes the shipped entities and their JSON Schema into `dir/entities` and the example upload into
 /// `dir/uploads`, creating the folders; refuses (before writing anything) when one of the
 /// files exists. Returns the files written.
 pub fn init(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let entities = dir.join("entities");
     let uploads = dir.join("uploads");
+    let schema = format!(
+        "{:#}\n",
+        crate::schema::format::json_schema(&crate::known_plugins())
+    );
     let files: Vec<(PathBuf, &str)> = ENTITIES
         .iter()
         .map(|(name, text)| (entities.join(name), *text))
+        .chain(std::iter::once((
+            entities.join(SCHEMA_FILE),
+            schema.as_str(),
+        )))
         .chain(std::iter::once((
             uploads.join(EXAMPLE_UPLOAD.0),
             EXAMPLE_UPLOAD.1,

@@ -106,13 +106,24 @@ pub fn compile_sources(
             {
                 here(
                     &["fields", &f.name, "entity"],
-                    format!("field `{}` references unknown entity `{target}`", f.name),
+                    super::format::with_hint(
+                        format!("field `{}` references unknown entity `{target}`", f.name),
+                        target,
+                        names.iter().map(String::as_str),
+                    ),
                 );
             }
         }
         for p in &e.plugins {
             if !known_plugins.contains(&p.name.as_str()) {
-                here(&["plugins"], format!("unknown plugin `{}`", p.name));
+                here(
+                    &["plugins"],
+                    super::format::with_hint(
+                        format!("unknown plugin `{}`", p.name),
+                        &p.name,
+                        known_plugins.iter().copied(),
+                    ),
+                );
             }
         }
         if e.name == "users" {

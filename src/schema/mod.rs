@@ -2,6 +2,7 @@
 //! JSON Schema derived for each entity. This module is pure data; storage and the engine read it.
 
 mod compile;
+pub mod format;
 mod json_schema;
 mod locate;
 mod raw;

@@ -1,6 +1,7 @@
 //! Reads one entity YAML document into a [`RawEntity`], collecting every problem it finds
 //! (with the key path it was found at) instead of stopping at the first.
 
+use super::format::{self, ACCESS_KEYS, ENTITY_KEYS, FIELD_KEYS, TYPES};
 use super::{Access, Field, FieldType, PluginRef, RESERVED_FIELDS, Role};
 use serde_json::Value as Json;
 use serde_yaml::{Mapping, Value as Yaml};
@@ -53,11 +54,8 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
     };
     for key in map.keys() {
         let k = key.as_str().unwrap_or("");
-        if !matches!(
-            k,
-            "name" | "access" | "fields" | "plugins" | "allow_destructive" | "description"
-        ) {
-            sink.push(&[k], format!("unknown key `{k}`"));
+        if !ENTITY_KEYS.iter().any(|known| known.name == k) {
+            sink.push(&[k], format::unknown("key", k, ENTITY_KEYS));
         }
     }
     let name = match map.get("name") {
@@ -168,7 +166,14 @@ fn read_access(v: Option<&Yaml>, sink: &mut Sink) -> Access {
                     "`access.own` must be a list such as [read, update]",
                 ),
             },
-            other => sink.push(&["access", other], format!("unknown key `access.{other}`")),
+            other => sink.push(
+                &["access", other],
+                format::with_hint(
+                    format!("unknown key `access.{other}`"),
+                    other,
+                    ACCESS_KEYS.iter().map(|k| k.name),
+                ),
+            ),
         }
     }
     access
@@ -245,20 +250,8 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
     };
     for key in m.keys() {
         let k = key.as_str().unwrap_or("");
-        if !matches!(
-            k,
-            "type"
-                | "required"
-                | "default"
-                | "unique"
-                | "max_length"
-                | "values"
-                | "entity"
-                | "secret"
-                | "write"
-                | "description"
-        ) {
-            let msg = format!("field `{name}`: unknown key `{k}`");
+        if !FIELD_KEYS.iter().any(|known| known.name == k) {
+            let msg = format!("field `{name}`: {}", format::unknown("key", k, FIELD_KEYS));
             sink.push(&["fields", name, k], msg);
         }
     }
@@ -316,13 +309,13 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
             }
         },
         Some(other) => {
-            push(
-                sink,
-                "type",
-                format!(
-                    "field `{name}`: unknown type `{other}` (string, text, integer, decimal, boolean, date, datetime, enum, reference)"
-                ),
-            );
+            let types: Vec<&str> = TYPES.iter().map(|(t, _)| *t).collect();
+            let message = format!("field `{name}`: unknown type `{other}`");
+            let message = match format::nearest(other, types.iter().copied()) {
+                Some(t) => format!("{message}: did you mean `{t}`?"),
+                None => format!("{message} ({})", types.join(", ")),
+            };
+            push(sink, "type", message);
             return None;
         }
     };

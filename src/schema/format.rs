@@ -1,0 +1,231 @@
+//! The entity file format as data: its keys, the field types and what each means. The reader
+//! ([`super::raw`]) takes its known names from here, suggests the nearest one for a misspelt
+//! name, and `entiserve entity-schema` prints the JSON Schema built from the same tables, so
+//! editors check the YAML by the rules the server applies.
+
+use serde_json::{Map, Value as Json, json};
+
+/// One key of a mapping in an entity file.
+pub struct Key {
+    pub name: &'static str,
+    pub about: &'static str,
+}
+
+const fn key(name: &'static str, about: &'static str) -> Key {
+    Key { name, about }
+}
+
+/// The keys of an entity file.
+pub const ENTITY_KEYS: &[Key] = &[
+    key(
+        "name",
+        "the entity's name: its route and table; defaults to the file's name",
+    ),
+    key("description", "what the entity holds, for the API document"),
+    key(
+        "access",
+        "who may read and write: { read: user|admin, write: user|admin, own: [read, update] }",
+    ),
+    key("fields", "the fields, in order: name -> definition"),
+    key(
+        "plugins",
+        "hooks the entity uses: a name, or `name: { settings }`",
+    ),
+    key(
+        "allow_destructive",
+        "true to allow a change that gives stored data up",
+    ),
+];
+
+/// The keys of `access`.
+pub const ACCESS_KEYS: &[Key] = &[
+    key("read", "the role that may read: user or admin"),
+    key(
+        "write",
+        "the role that may create, update and delete: user or admin",
+    ),
+    key(
+        "own",
+        "what a user may do to the objects they own although the role above says admin: read, update",
+    ),
+];
+
+/// The keys of a field definition.
+pub const FIELD_KEYS: &[Key] = &[
+    key("type", "the field's type"),
+    key("required", "true when every object must have a value"),
+    key("default", "the value a create without one gets"),
+    key("unique", "true when no two objects may share a value"),
+    key("max_length", "the most characters (string and text)"),
+    key("values", "the allowed values (enum)"),
+    key("entity", "the entity referenced (reference)"),
+    key(
+        "secret",
+        "true to store the value hashed and never return it (string)",
+    ),
+    key("write", "the role that may set the field: user or admin"),
+    key("description", "what the field holds, for the API document"),
+];
+
+/// The field types and what their values are.
+pub const TYPES: &[(&str, &str)] = &[
+    ("string", "text on one line"),
+    ("text", "longer text"),
+    ("integer", "a whole number"),
+    ("decimal", "a number such as 12.50"),
+    ("boolean", "true or false"),
+    ("date", "a date such as 2026-11-25"),
+    ("datetime", "a date and time such as 2026-11-25 14:30:00"),
+    ("enum", "one of the listed `values`"),
+    ("reference", "the id of an object of `entity`"),
+];
+
+/// The roles a user may have.
+pub const ROLES: &[&str] = &["user", "admin"];
+
+/// The known name nearest to `word`, when one is close enough to be a likely misspelling.
+pub fn nearest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = match word.chars().count() {
+        0..=2 => 1,
+        3..=5 => 2,
+        _ => 3,
+    };
+    known
+        .into_iter()
+        .filter(|k| *k != word)
+        .map(|k| (strsim::damerau_levenshtein(word, k), k))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// `unknown key `x``, with the nearest known key when there is one.
+pub fn unknown(what: &str, word: &str, known: &[Key]) -> String {
+    with_hint(
+        format!("unknown {what} `{word}`"),
+        word,
+        known.iter().map(|k| k.name),
+    )
+}
+
+/// `message`, followed by "did you mean `y`?" when a known name is near `word`.
+pub fn with_hint<'a>(
+    message: String,
+    word: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> String {
+    match nearest(word, known) {
+        Some(k) => format!("{message}: did you mean `{k}`?"),
+        None => message,
+    }
+}
+
+fn described(about: &str, schema: Json) -> Json {
+    let mut s = schema;
+    s["description"] = json!(about);
+    s
+}
+
+fn properties(keys: &[Key], schema_of: impl Fn(&str) -> Json) -> Map<String, Json> {
+    keys.iter()
+        .map(|k| (k.name.to_string(), described(k.about, schema_of(k.name))))
+        .collect()
+}
+
+const IDENTIFIER: &str = "^[a-z][a-z0-9_]{0,62}$";
+
+/// The JSON Schema (2020-12) of an entity file. `plugins` are the plugin names this build knows.
+pub fn json_schema(plugins: &[&str]) -> Json {
+    let role = json!({"enum": ROLES});
+    let access = properties(ACCESS_KEYS, |k| match k {
+        "own" => {
+            json!({"type": "array", "items": {"enum": ["read", "update"]}, "uniqueItems": true})
+        }
+        _ => role.clone(),
+    });
+    let types: Vec<&str> = TYPES.iter().map(|(t, _)| *t).collect();
+    let type_about: Vec<String> = TYPES.iter().map(|(t, a)| format!("{t}: {a}")).collect();
+    let field = properties(FIELD_KEYS, |k| match k {
+        "type" => json!({"enum": types, "markdownDescription": type_about.join("\n\n")}),
+        "required" | "unique" | "secret" => json!({"type": "boolean"}),
+        "max_length" => json!({"type": "integer", "minimum": 1}),
+        "values" => {
+            json!({"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}})
+        }
+        "entity" => json!({"type": "string", "pattern": IDENTIFIER}),
+        "write" => role.clone(),
+        "description" => json!({"type": "string"}),
+        _ => json!({}),
+    });
+    let only_for = |key: &str, types: &[&str]| {
+        json!({
+            "if": {"required": [key]},
+            "then": {"properties": {"type": {"enum": types}}}
+        })
+    };
+    let needs = |ty: &str, key: &str| {
+        json!({
+            "if": {"properties": {"type": {"const": ty}}, "required": ["type"]},
+            "then": {"required": [key]}
+        })
+    };
+    let plugin = json!({"enum": plugins});
+    let entity = properties(ENTITY_KEYS, |k| match k {
+        "name" => json!({"type": "string", "pattern": IDENTIFIER}),
+        "description" => json!({"type": "string"}),
+        "access" => json!({"type": "object", "properties": access, "additionalProperties": false}),
+        "fields" => json!({
+            "type": "object",
+            "propertyNames": {"pattern": IDENTIFIER},
+            "additionalProperties": {"$ref": "#/$defs/field"}
+        }),
+        "plugins" => json!({
+            "type": "array",
+            "items": {"oneOf": [
+                plugin.clone(),
+                {"type": "object", "minProperties": 1, "maxProperties": 1, "propertyNames": plugin.clone()}
+            ]}
+        }),
+        "allow_destructive" => json!({"type": "boolean"}),
+        _ => json!({}),
+    });
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "entiserve entity",
+        "description": "One entity of entiserve: its fields, who may read and write it, and the plugins it uses.",
+        "type": "object",
+        "properties": entity,
+        "required": ["fields"],
+        "additionalProperties": false,
+        "$defs": {
+            "field": {
+                "type": "object",
+                "properties": field,
+                "required": ["type"],
+                "additionalProperties": false,
+                "allOf": [
+                    needs("enum", "values"),
+                    needs("reference", "entity"),
+                    only_for("values", &["enum"]),
+                    only_for("entity", &["reference"]),
+                    only_for("max_length", &["string", "text"]),
+                    only_for("secret", &["string"]),
+                ]
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn misspellings_find_the_name_meant() {
+        let keys = FIELD_KEYS.iter().map(|k| k.name);
+        assert_eq!(nearest("maxlength", keys), Some("max_length"));
+        assert_eq!(nearest("nme", ["name", "price"]), Some("name"));
+        assert_eq!(nearest("strnig", TYPES.iter().map(|t| t.0)), Some("string"));
+        assert_eq!(nearest("colour", ["name", "price"]), None);
+    }
+}
