@@ -318,7 +318,7 @@ impl Follow {
                 return out;
             };
             for row in &rows {
-                let id = row[0].as_i64().unwrap_or(self.since);
+                let id = row.id;
                 out.push(self.detail(id, &detail_json(row).to_string()));
             }
             if rows.len() as i64 == PAGE {

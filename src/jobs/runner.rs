@@ -2,15 +2,17 @@
 //! that meets contention is rolled back and runs again whole (effects, results and progress
 //! together), so it still applies exactly once.
 
-use super::queue::{add_detail, insert_rows};
+use super::queue::add_detail;
 use super::record::Request;
 use super::{ChunkEnd, FINISHED, IN_PROGRESS, Jobs, unix_now};
 use crate::engine::batch::item_call;
 use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
-use crate::schema::{ColType, Role};
-use crate::storage::{Dialect, StorageError, Value, requests};
+use crate::schema::Role;
+use crate::storage::request_log::{self, ResultRow};
+use crate::storage::requests::{self, End, Progress};
+use crate::storage::{Dialect, StorageError};
 use serde_json::Value as Json;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -77,24 +79,8 @@ impl Jobs {
     }
 
     pub(crate) async fn caller_of(&self, user_id: i64) -> Result<Option<Caller>, StorageError> {
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT \"id\", \"login\", \"role\" FROM \"users\" WHERE \"id\" = {}",
-            d.ph(1)
-        );
-        let rows = self
-            .storage
-            .fetch(
-                &sql,
-                &[Value::int(user_id)],
-                &[ColType::Int, ColType::Text, ColType::Text],
-            )
-            .await?;
-        Ok(rows.into_iter().next().map(|r| Caller {
-            id: r[0].as_i64().unwrap_or_default(),
-            login: r[1].as_str().unwrap_or_default().to_string(),
-            role: r[2].as_str().and_then(Role::parse).unwrap_or(Role::User),
-        }))
+        let user = crate::storage::auth::user_by_id(self.storage.as_ref(), user_id).await?;
+        Ok(user.as_ref().map(crate::auth::caller_of))
     }
 
     /// Runs a claimed request from where it stopped until it is finished, the lease is lost,
@@ -126,15 +112,15 @@ impl Jobs {
             }
             // Storage calls may complete without suspending; let other tasks run.
             tokio::task::yield_now().await;
-            let rows =
-                requests::next_items(self.storage.as_ref(), rid, done, self.chunk_size()).await?;
+            let rows = request_log::next_items(self.storage.as_ref(), rid, done, self.chunk_size())
+                .await?;
             if rows.is_empty() {
                 break;
             }
             let calls: Vec<Result<Call, CallError>> = rows
                 .iter()
-                .map(|(_, text)| {
-                    let item: Json = serde_json::from_str(text).unwrap_or(Json::Null);
+                .map(|row| {
+                    let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
                     match &caller {
                         Some(_) => item_to_call(&req, &item),
                         None => Err(CallError::Forbidden(
@@ -227,24 +213,16 @@ impl Jobs {
             .enumerate()
             .map(|(i, o)| {
                 let (status, body) = outcome_parts(o);
-                vec![
-                    Value::text(rid),
-                    Value::int(first + i as i64),
-                    Value::int(i64::from(status)),
-                    Value::text(body.to_string()),
-                ]
+                ResultRow {
+                    seq: first + i as i64,
+                    status: i64::from(status),
+                    body: body.to_string(),
+                }
             })
             .collect();
         let done = first + outcomes.len() as i64;
         let recorded = async {
-            insert_rows(
-                tx.as_mut(),
-                d,
-                "bg_results",
-                &["rid", "seq", "status", "body"],
-                results,
-            )
-            .await?;
+            request_log::insert_results(tx.as_mut(), d, rid, results).await?;
             if !self.advance(tx.as_mut(), req, done, None).await? {
                 return Ok(false);
             }
@@ -291,28 +269,16 @@ impl Jobs {
         } else {
             100.0
         };
-        let sql = format!(
-            "UPDATE \"bg_requests\" SET \"done\" = {}, \"progress\" = {}, \"heartbeat_at\" = {}, \
-             \"cursor\" = COALESCE({}, \"cursor\") \
-             WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3),
-            d.ph(4),
-            d.ph(5),
-            d.ph(6),
-            d.ph(7)
-        );
-        let args = [
-            Value::int(done),
-            Value::Float(Some(progress)),
-            Value::int(unix_now()),
-            Value::Int(cursor),
-            Value::text(&req.rid),
-            Value::text(&self.worker_id),
-            Value::int(IN_PROGRESS),
-        ];
-        Ok(tx.execute(&sql, &args).await? == 1)
+        let p = Progress {
+            rid: &req.rid,
+            worker: &self.worker_id,
+            open: IN_PROGRESS,
+            done,
+            progress,
+            heartbeat_at: unix_now(),
+            cursor,
+        };
+        requests::advance(tx, d, &p).await
     }
 
     /// Marks a request finished with the whole call's status and its result path.
@@ -340,38 +306,21 @@ impl Jobs {
     ) -> Result<(), StorageError> {
         let d = self.storage.dialect();
         let mut tx = self.storage.begin().await?;
-        let progress = if status_id == FINISHED {
-            "100"
-        } else {
-            "\"progress\""
+        let end = End {
+            rid: &req.rid,
+            worker: &self.worker_id,
+            open: IN_PROGRESS,
+            status_id,
+            complete: status_id == FINISHED,
+            finished_dt: crate::time::now(),
+            http_status: status,
+            content_type,
+            result: path,
         };
-        let sql = format!(
-            "UPDATE \"bg_requests\" SET \"status_id\" = {}, \"progress\" = {progress}, \"finished_dt\" = {}, \"http_status\" = {}, \
-             \"content_type\" = {}, \"result\" = {}, \"locked_by\" = NULL WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3),
-            d.ph(4),
-            d.ph(5),
-            d.ph(6),
-            d.ph(7),
-            d.ph(8)
-        );
-        let args = [
-            Value::int(status_id),
-            Value::text(crate::time::now()),
-            Value::int(status),
-            Value::text(content_type),
-            Value::text(path),
-            Value::text(&req.rid),
-            Value::text(&self.worker_id),
-            Value::int(IN_PROGRESS),
-        ];
-        if tx.execute(&sql, &args).await? == 1 {
+        if requests::end(tx.as_mut(), d, &end).await? {
             add_detail(tx.as_mut(), d, &req.rid, last_detail).await?;
             // The items are no longer needed once every result is recorded.
-            let del = format!("DELETE FROM \"bg_items\" WHERE \"rid\" = {}", d.ph(1));
-            tx.execute(&del, &[Value::text(&req.rid)]).await?;
+            request_log::drop_items(tx.as_mut(), d, &req.rid).await?;
             tx.commit().await?;
         } else {
             tx.rollback().await?;

@@ -3,7 +3,7 @@
 //! a crash or a refused upload) once they are older than [`SCRATCH_GRACE`].
 
 use super::{Jobs, unix_now};
-use crate::storage::requests;
+use crate::storage::{idempotency, requests};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -44,7 +44,7 @@ impl Jobs {
             let _ = std::fs::remove_file(file);
             tracing::info!(rid, "removed an expired result");
         }
-        requests::forget_keys_before(store, unix_now() - 24 * 3600).await?;
+        idempotency::forget_before(store, unix_now() - 24 * 3600).await?;
         Ok(())
     }
 
@@ -52,7 +52,7 @@ impl Jobs {
     /// older than `grace`. Returns how many went.
     pub async fn sweep_scratch(&self, grace: Duration) -> crate::storage::Result<usize> {
         let owned: std::collections::HashSet<std::path::PathBuf> =
-            requests::unfinished_upload_params(self.storage.as_ref())
+            requests::unfinished_params(self.storage.as_ref(), &["upload", "upload_sync"])
                 .await?
                 .into_iter()
                 .filter_map(|p| serde_json::from_str::<crate::uploader::Plan>(&p).ok())

@@ -9,10 +9,10 @@ use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
-use crate::jobs::queue::{add_detail, insert_rows};
+use crate::jobs::queue::{add_detail, add_details};
 use crate::jobs::record::Request;
 use crate::jobs::{ChunkEnd, Jobs};
-use crate::storage::{StorageError, Value};
+use crate::storage::StorageError;
 use std::io::{Seek, Write};
 use tokio::sync::{mpsc, watch};
 
@@ -211,19 +211,7 @@ pub async fn rows(
                     return Ok(ChunkEnd::LeaseLost);
                 }
                 if matches!(sink, Sink::Details) && !lines.is_empty() {
-                    let now = crate::time::now();
-                    let rows = lines
-                        .iter()
-                        .map(|l| vec![Value::text(&req.rid), Value::text(&now), Value::text(l)])
-                        .collect();
-                    insert_rows(
-                        tx.as_mut(),
-                        d,
-                        "bg_details",
-                        &["rid", "dt", "details"],
-                        rows,
-                    )
-                    .await?;
+                    add_details(tx.as_mut(), d, &req.rid, &lines).await?;
                 }
                 tx.commit().await?;
                 Ok(ChunkEnd::Committed((outcomes, lines, cursor, done)))
@@ -346,13 +334,7 @@ async fn try_start(
         }
     }
     let params = serde_json::to_string(&*plan).map_err(io_err)?;
-    let sql = format!(
-        "UPDATE \"bg_requests\" SET \"params\" = {} WHERE \"rid\" = {}",
-        d.ph(1),
-        d.ph(2)
-    );
-    tx.execute(&sql, &[Value::text(params), Value::text(&req.rid)])
-        .await?;
+    crate::storage::requests::set_params(tx.as_mut(), d, &req.rid, &params).await?;
     for n in &notes {
         add_detail(tx.as_mut(), d, &req.rid, n).await?;
     }
