@@ -4,7 +4,7 @@
 use super::error::{ApiError, Result};
 use super::{AppState, Authed, json_response};
 use crate::engine::Caller;
-use crate::jobs::queue::NewRequest;
+use crate::jobs::{kinds::KindId, queue::NewRequest};
 use crate::uploader::intake::{self, Received};
 use crate::uploader::rows::Columns;
 use crate::uploader::run::{self, Sink};
@@ -286,7 +286,11 @@ pub async fn upload(
     let new = NewRequest {
         user_id: caller.id,
         name: "uploader".into(),
-        kind: if background { "upload" } else { "upload_sync" }.into(),
+        kind: if background {
+            KindId::Upload
+        } else {
+            KindId::UploadHere
+        },
         entity,
         params: serde_json::to_value(&plan)
             .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?,

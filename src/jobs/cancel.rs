@@ -29,7 +29,7 @@ impl Jobs {
     /// Whether a cancel of `rid` was asked for, read on `ex`: a chunk reads it inside its own
     /// write transaction, which costs no trip to a reader thread, and a cancel committed
     /// before the chunk began is seen.
-    pub(crate) async fn cancel_requested_in(
+    pub async fn cancel_requested_in(
         &self,
         ex: &mut dyn Exec,
         rid: &str,

@@ -1,5 +1,6 @@
 //! Enqueueing, claiming and leasing background requests, the details log, and idempotency keys.
 
+use super::kinds::KindId;
 use super::{IN_PROGRESS, Jobs, LEASE_SECS, unix_now};
 use crate::storage::idempotency::{self, ReplyRow};
 use crate::storage::request_log::{self, ItemRow};
@@ -12,8 +13,8 @@ pub struct NewRequest {
     pub user_id: i64,
     /// `batch`, `uploader`, or the method and path of a single call.
     pub name: String,
-    /// How the runner treats the items: `batch`, `call` or `upload`.
-    pub kind: String,
+    /// The kind that runs it.
+    pub kind: KindId,
     pub entity: String,
     /// Request-level parameters (for a batch: the operation).
     pub params: Json,
@@ -84,7 +85,7 @@ impl Jobs {
             rid: &rid,
             user_id: req.user_id,
             name: &req.name,
-            kind: &req.kind,
+            kind: req.kind.name(),
             entity: &req.entity,
             params: req.params.to_string(),
             total,
@@ -164,7 +165,7 @@ impl Jobs {
             now,
             stale_before: now - LEASE_SECS,
             open: IN_PROGRESS,
-            skip_kind: "upload_sync",
+            skip_kind: KindId::UploadHere.name(),
         };
         requests::claim(self.storage.as_ref(), &claim).await
     }

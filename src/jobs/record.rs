@@ -1,5 +1,6 @@
 //! Reading background requests: the record (every value a string), details, and results.
 
+use super::kinds::KindId;
 use super::{Jobs, status_name};
 use crate::engine::Caller;
 use crate::storage::request_log::{self, DetailRow};
@@ -13,7 +14,7 @@ pub struct Request {
     pub rid: String,
     pub user_id: i64,
     pub name: String,
-    pub kind: String,
+    pub kind: KindId,
     pub entity: String,
     pub params: Json,
     pub status_id: i64,
@@ -36,7 +37,7 @@ impl From<RequestRow> for Request {
             rid: r.rid,
             user_id: r.user_id,
             name: r.name,
-            kind: r.kind,
+            kind: KindId::from_name(&r.kind),
             entity: r.entity,
             params: serde_json::from_str(&r.params).unwrap_or(Json::Null),
             status_id: r.status_id,

@@ -38,34 +38,6 @@ pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
     serde_json::from_value(req.params.clone()).map_err(|e| io_err(format!("bad stored plan: {e}")))
 }
 
-/// Runs a claimed background upload.
-pub async fn background(
-    jobs: &Jobs,
-    req: Request,
-    stop: &watch::Receiver<bool>,
-) -> Result<(), StorageError> {
-    let d = jobs.storage.dialect();
-    {
-        let mut tx = jobs.storage.begin().await?;
-        let what = if req.done == 0 { "started" } else { "resumed" };
-        add_detail(
-            tx.as_mut(),
-            d,
-            &req.rid,
-            &format!("{what} (worker {})", jobs.worker_id),
-        )
-        .await?;
-        tx.commit().await?;
-    }
-    match jobs.caller_of(req.user_id).await? {
-        Some(caller) => rows(jobs, &req, &caller, Sink::Details, stop).await,
-        None => {
-            let (_, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
-            jobs.finish(&req, 403, "text/plain", &rel).await
-        }
-    }
-}
-
 /// Runs the rows of `req` from where it stopped, then finishes it.
 pub async fn rows(
     jobs: &Jobs,
@@ -324,17 +296,15 @@ async fn try_start(
         }
         if let Err(why) = r {
             tx.rollback().await?;
-            let mut tx = jobs.storage.begin().await?;
-            add_detail(tx.as_mut(), d, &req.rid, &format!("refused: {why}")).await?;
-            tx.commit().await?;
+            jobs.log(&req.rid, &format!("refused: {why}")).await?;
             return Ok(Some(why));
         }
         if !state.is_null() {
             bundle.insert(p.name().to_string(), state);
         }
     }
-    let params = serde_json::to_string(&*plan).map_err(io_err)?;
-    crate::storage::requests::set_params(tx.as_mut(), d, &req.rid, &params).await?;
+    let params = serde_json::to_value(&*plan).map_err(io_err)?;
+    jobs.store_params(tx.as_mut(), req, &params).await?;
     for n in &notes {
         add_detail(tx.as_mut(), d, &req.rid, n).await?;
     }
