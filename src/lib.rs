@@ -100,7 +100,11 @@ impl App {
             .and_then(|a| a.as_socket_addr().copied())
             .context("the listener has no address")?;
         let settings = Arc::new(settings);
-        let jobs = jobs::Jobs::new(engine.clone(), settings.clone());
+        let kinds = jobs::kinds::Registry::default()
+            .with(Arc::new(jobs::Items::batch()))
+            .with(Arc::new(jobs::Items::call()))
+            .with(Arc::new(uploader::kind::Upload));
+        let jobs = jobs::Jobs::new(engine.clone(), settings.clone(), kinds);
         jobs.release_stale_local().await?;
         // Before anything is accepted, every scratch file no request owns is an orphan.
         jobs.sweep_scratch(std::time::Duration::ZERO).await?;

@@ -89,13 +89,9 @@ fn widens(a: &FieldType, b: &FieldType) -> bool {
 }
 
 async fn has_rows(engine: &Engine, table: &str) -> bool {
-    let d = engine.storage.dialect();
-    let sql = format!("SELECT 1 FROM {} LIMIT 1", d.quote(table));
-    engine
-        .storage
-        .fetch(&sql, &[], &[ColType::Int])
+    let mut pool = crate::storage::PoolExec(engine.storage.as_ref());
+    crate::storage::entity::has_rows(&mut pool, engine.storage.dialect(), table)
         .await
-        .map(|r| !r.is_empty())
         .unwrap_or(true)
 }
 

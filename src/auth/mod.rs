@@ -8,8 +8,9 @@ pub mod password;
 pub mod throttle;
 
 use crate::engine::{Call, Caller, Engine, Op};
-use crate::schema::{ColType, Role};
-use crate::storage::{Storage, Value};
+use crate::schema::Role;
+use crate::storage::Storage;
+use crate::storage::auth::{self as store, UserRow};
 use base64::Engine as _;
 use cache::CredentialCache;
 use sha2::{Digest, Sha256};
@@ -86,30 +87,19 @@ impl Auth {
         key: cache::Digest,
     ) -> Result<Caller, AuthError> {
         let generation = self.cache.generation_now();
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT \"id\", \"login\", \"password\", \"role\" FROM \"users\" WHERE \"login\" = {}",
-            d.ph(1)
-        );
-        let rows = self
-            .storage
-            .fetch(
-                &sql,
-                &[Value::text(login)],
-                &[ColType::Int, ColType::Text, ColType::Text, ColType::Text],
-            )
+        let user = store::user_by_login(self.storage.as_ref(), login)
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "user lookup failed");
                 AuthError::Unavailable
             })?;
-        let Some(row) = rows.into_iter().next() else {
+        let Some(user) = user else {
             // Spend the same time as a real check, so logins cannot be probed by timing.
             password::verify_async(DUMMY_HASH.to_string(), password.to_string()).await;
             return Err(AuthError::BadPassword);
         };
-        let caller = caller_of(&row);
-        let Some(stored) = row[2].as_str().map(str::to_string) else {
+        let caller = caller_of(&user);
+        let Some(stored) = user.password else {
             return Err(AuthError::BadPassword);
         };
         if !password::verify_async(stored, password.to_string()).await {
@@ -140,41 +130,26 @@ impl Auth {
         if let Some(c) = self.cache.get(&key) {
             return Ok(c);
         }
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT u.\"id\", u.\"login\", u.\"password\", u.\"role\", t.\"expires_dt\", t.\"tag\" FROM \"auth_tokens\" t \
-             JOIN \"users\" u ON u.\"id\" = t.\"user_id\" WHERE t.\"token_hash\" = {}",
-            d.ph(1)
-        );
-        let types = [
-            ColType::Int,
-            ColType::Text,
-            ColType::Text,
-            ColType::Text,
-            ColType::Text,
-            ColType::Text,
-        ];
         let generation = self.cache.generation_now();
-        let rows = self
-            .storage
-            .fetch(&sql, &[Value::text(token_digest(token))], &types)
+        let row = store::token(self.storage.as_ref(), &token_digest(token))
             .await
-            .map_err(|_| AuthError::Unavailable)?;
-        let row = rows.into_iter().next().ok_or(AuthError::BadToken)?;
-        let expires = row[4]
-            .as_str()
+            .map_err(|_| AuthError::Unavailable)?
+            .ok_or(AuthError::BadToken)?;
+        let expires = row
+            .expires_dt
+            .as_deref()
             .and_then(crate::time::parse)
             .ok_or(AuthError::BadToken)?;
         let left = expires - chrono::Utc::now();
         if left <= chrono::TimeDelta::zero() {
             return Err(AuthError::BadToken);
         }
-        if row[5].as_str() != Some(tag_of(&row).as_str()) {
+        if row.tag.as_deref() != Some(tag_of(&row.user).as_str()) {
             // Issued under a password or role the user no longer has.
             let _ = self.revoke(token).await;
             return Err(AuthError::BadToken);
         }
-        let caller = caller_of(&row);
+        let caller = caller_of(&row.user);
         self.cache.put(
             key,
             caller.clone(),
@@ -187,13 +162,7 @@ impl Auth {
     /// Signs a token out. Returns whether it existed.
     pub async fn revoke(&self, token: &str) -> Result<bool, AuthError> {
         self.cache.forget(&self.cache.digest("token", &[token]));
-        let sql = format!(
-            "DELETE FROM \"auth_tokens\" WHERE \"token_hash\" = {}",
-            self.storage.dialect().ph(1)
-        );
-        let n = self
-            .storage
-            .execute(&sql, &[Value::text(token_digest(token))])
+        let n = store::delete_token(self.storage.as_ref(), &token_digest(token))
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "token delete failed");
@@ -205,13 +174,7 @@ impl Auth {
     /// Removes expired tokens (and tokens from before tags existed). A token of a changed
     /// password or role is refused at once and removed when it is next presented or expires.
     pub async fn purge(&self) -> crate::storage::Result<u64> {
-        let sql = format!(
-            "DELETE FROM \"auth_tokens\" WHERE \"expires_dt\" < {} OR \"tag\" IS NULL",
-            self.storage.dialect().ph(1)
-        );
-        self.storage
-            .execute(&sql, &[Value::text(crate::time::now())])
-            .await
+        store::purge_tokens(self.storage.as_ref(), &crate::time::now()).await
     }
 
     /// Issues a token for a login and password, valid `ttl`.
@@ -226,39 +189,23 @@ impl Auth {
         let token = hex::encode(rand::random::<[u8; 32]>());
         let now = chrono::Utc::now();
         let expires_dt = crate::time::format(now + ttl);
-        let d = self.storage.dialect();
-        let user = format!(
-            "SELECT \"id\", \"login\", \"password\", \"role\" FROM \"users\" WHERE \"id\" = {}",
-            d.ph(1)
-        );
-        let types = [ColType::Int, ColType::Text, ColType::Text, ColType::Text];
-        let row = self
-            .storage
-            .fetch(&user, &[Value::int(caller.id)], &types)
+        let user = store::user_by_id(self.storage.as_ref(), caller.id)
             .await
             .map_err(|_| AuthError::Unavailable)?
-            .into_iter()
-            .next()
             .ok_or(AuthError::BadPassword)?;
-        let sql = format!(
-            "INSERT INTO \"auth_tokens\" (\"token_hash\", \"user_id\", \"created_dt\", \"expires_dt\", \"tag\") VALUES ({}, {}, {}, {}, {})",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3),
-            d.ph(4),
-            d.ph(5)
-        );
-        let args = [
-            Value::text(token_digest(&token)),
-            Value::int(caller.id),
-            Value::text(crate::time::format(now)),
-            Value::text(expires_dt.clone()),
-            Value::text(tag_of(&row)),
-        ];
-        self.storage.execute(&sql, &args).await.map_err(|e| {
-            tracing::error!(error = %e, "token insert failed");
-            AuthError::Unavailable
-        })?;
+        let new = store::NewToken {
+            token_hash: &token_digest(&token),
+            user_id: caller.id,
+            created_dt: &crate::time::format(now),
+            expires_dt: &expires_dt,
+            tag: &tag_of(&user),
+        };
+        store::insert_token(self.storage.as_ref(), &new)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "token insert failed");
+                AuthError::Unavailable
+            })?;
         Ok(Token { token, expires_dt })
     }
 
@@ -269,13 +216,7 @@ impl Auth {
         engine: &Engine,
         password: Option<String>,
     ) -> anyhow::Result<Option<String>> {
-        let n = self
-            .storage
-            .fetch("SELECT COUNT(*) FROM \"users\"", &[], &[ColType::Int])
-            .await?
-            .first()
-            .and_then(|r| r[0].as_i64())
-            .unwrap_or(0);
+        let n = store::count_users(self.storage.as_ref()).await?;
         if n > 0 {
             return Ok(None);
         }
@@ -317,21 +258,26 @@ impl Auth {
     }
 }
 
-fn caller_of(row: &[Value]) -> Caller {
+/// The caller a stored user signs in as.
+pub fn caller_of(user: &UserRow) -> Caller {
     Caller {
-        id: row[0].as_i64().unwrap_or_default(),
-        login: row[1].as_str().unwrap_or_default().to_string(),
-        role: row[3].as_str().and_then(Role::parse).unwrap_or(Role::User),
+        id: user.id,
+        login: user.login.clone(),
+        role: user
+            .role
+            .as_deref()
+            .and_then(Role::parse)
+            .unwrap_or(Role::User),
     }
 }
 
-/// The tag a token must carry for the user row `[id, login, password, role, ...]`: a digest
-/// of the password hash and role it was issued under.
-fn tag_of(row: &[Value]) -> String {
+/// The tag a token must carry for `user`: a digest of the password hash and role it was
+/// issued under.
+fn tag_of(user: &UserRow) -> String {
     let mut h = Sha256::new();
-    h.update(row[2].as_str().unwrap_or_default().as_bytes());
+    h.update(user.password.as_deref().unwrap_or_default().as_bytes());
     h.update([0]);
-    h.update(row[3].as_str().unwrap_or_default().as_bytes());
+    h.update(user.role.as_deref().unwrap_or_default().as_bytes());
     hex::encode(h.finalize())
 }
 

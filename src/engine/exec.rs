@@ -99,18 +99,9 @@ async fn referrers(engine: &Engine, e: &Entity, id: Option<i64>) -> Vec<String> 
     let mut out = Vec::new();
     for other in catalog.entities.values() {
         for f in other.references_to(&e.name) {
-            let sql = format!(
-                "SELECT 1 FROM {} WHERE {} = {} LIMIT 1",
-                d.quote(&other.name),
-                d.quote(&f.name),
-                d.ph(1)
-            );
-            let args = [Value::Int(id)];
-            let found = engine
-                .storage
-                .fetch(&sql, &args, &[crate::schema::ColType::Int])
+            let mut pool = PoolExec(engine.storage.as_ref());
+            let found = entity::referenced(&mut pool, d, &other.name, &f.name, id)
                 .await
-                .map(|r| !r.is_empty())
                 .unwrap_or(false);
             if found && !out.contains(&other.name) {
                 out.push(other.name.clone());

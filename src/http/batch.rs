@@ -96,7 +96,7 @@ pub async fn run(
         let new = NewRequest {
             user_id: caller.id,
             name: "batch".into(),
-            kind: "batch".into(),
+            kind: crate::jobs::kinds::KindId::Batch,
             entity: entity.to_string(),
             params: json!({"op": op, "prehashed": prehashed}),
             items,
@@ -152,7 +152,7 @@ pub async fn background_call(
     let new = NewRequest {
         user_id: caller.id,
         name: format!("{} {}", req.method(), super::full_path(req)),
-        kind: "call".into(),
+        kind: crate::jobs::kinds::KindId::Call,
         entity: call.entity.clone(),
         params: Json::Null,
         items: vec![serde_json::to_value(&call).map_err(|_| ApiError::Call(CallError::Internal))?],

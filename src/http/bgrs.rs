@@ -321,7 +321,7 @@ async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Respo
         .content_type
         .clone()
         .unwrap_or_else(|| "application/json".into());
-    if r.kind.starts_with("upload") {
+    if r.kind.is_upload() {
         let plan = crate::uploader::run::plan_of(&r)?;
         let (path, _) = crate::uploader::result_location(&state.settings.data_dir, &r.rid);
         let file = tokio::fs::File::open(&path).await.map_err(|_| {
@@ -335,7 +335,7 @@ async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Respo
             &plan,
         ));
     }
-    if r.kind == "call" {
+    if r.kind == crate::jobs::kinds::KindId::Call {
         let res = state.jobs.results(rid, 0, 1).await?;
         let body = res
             .into_iter()
@@ -486,7 +486,7 @@ impl Follow {
                 return out;
             };
             for row in &rows {
-                let id = row[0].as_i64().unwrap_or(self.since);
+                let id = row.id;
                 out.push(self.detail(id, &detail_json(row).to_string()));
             }
             if rows.len() as i64 == PAGE {

@@ -6,7 +6,7 @@ use super::api::{Tag, state as app_state};
 use super::error::{ApiError, Result};
 use super::{AppState, json_response};
 use crate::engine::Caller;
-use crate::jobs::queue::NewRequest;
+use crate::jobs::{kinds::KindId, queue::NewRequest};
 use crate::uploader::intake::{self, Received};
 use crate::uploader::rows::Columns;
 use crate::uploader::run::{self, Sink};
@@ -462,7 +462,11 @@ async fn upload(
     let new = NewRequest {
         user_id: caller.id,
         name: "uploader".into(),
-        kind: if background { "upload" } else { "upload_sync" }.into(),
+        kind: if background {
+            KindId::Upload
+        } else {
+            KindId::UploadHere
+        },
         entity,
         params: serde_json::to_value(&plan)
             .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?,

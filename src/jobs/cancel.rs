@@ -5,7 +5,7 @@
 use super::queue::add_detail;
 use super::record::Request;
 use super::{CANCELLED, IN_PROGRESS, Jobs};
-use crate::storage::{Exec, StorageError, requests};
+use crate::storage::{Exec, StorageError, request_log, requests};
 
 /// The text a cancelled item or row carries instead of its result.
 pub const NOT_RUN: &str = "not run: the request was cancelled";
@@ -29,7 +29,7 @@ impl Jobs {
     /// Whether a cancel of `rid` was asked for, read on `ex`: a chunk reads it inside its own
     /// write transaction, which costs no trip to a reader thread, and a cancel committed
     /// before the chunk began is seen.
-    pub(crate) async fn cancel_requested_in(
+    pub async fn cancel_requested_in(
         &self,
         ex: &mut dyn Exec,
         rid: &str,
@@ -43,7 +43,7 @@ impl Jobs {
         let d = self.storage.dialect();
         let body = serde_json::json!({"error": "not_run", "description": NOT_RUN}).to_string();
         let mut tx = self.storage.begin().await?;
-        requests::result_rest(tx.as_mut(), d, &req.rid, done, 409, &body).await?;
+        request_log::result_rest(tx.as_mut(), d, &req.rid, done, 409, &body).await?;
         tx.commit().await?;
         let path = format!("media/keep1m/bgrs.{}.result.json", req.rid);
         let last = format!(

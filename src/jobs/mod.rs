@@ -6,6 +6,9 @@
 
 mod cancel;
 pub use cancel::NOT_RUN;
+mod items;
+pub use items::Items;
+pub mod kinds;
 pub mod queue;
 pub mod record;
 mod runner;
@@ -58,10 +61,13 @@ pub struct Jobs {
     wake: Arc<Notify>,
     /// Shared watchers of requests for event streams, and open streams per user.
     watchers: Arc<watch::Watchers>,
+    /// The kinds requests run as.
+    kinds: Arc<kinds::Registry>,
 }
 
 impl Jobs {
-    pub fn new(engine: Engine, settings: Arc<Settings>) -> Jobs {
+    /// The service over `engine`, running requests with the kinds of `kinds`.
+    pub fn new(engine: Engine, settings: Arc<Settings>, kinds: kinds::Registry) -> Jobs {
         let worker_id = format!(
             "{}-{}",
             std::process::id(),
@@ -74,6 +80,7 @@ impl Jobs {
             worker_id,
             wake: Arc::new(Notify::new()),
             watchers: Arc::default(),
+            kinds: Arc::new(kinds),
         }
     }
 

@@ -1,9 +1,10 @@
 //! Reading background requests: the record (every value a string), details, and results.
 
+use super::kinds::KindId;
 use super::{Jobs, status_name};
 use crate::engine::Caller;
-use crate::schema::ColType;
-use crate::storage::{Row, Value};
+use crate::storage::request_log::{self, DetailRow};
+use crate::storage::requests::{self, ListFilter, RequestRow};
 use serde_json::{Value as Json, json};
 
 /// One background request as stored.
@@ -13,7 +14,7 @@ pub struct Request {
     pub rid: String,
     pub user_id: i64,
     pub name: String,
-    pub kind: String,
+    pub kind: KindId,
     pub entity: String,
     pub params: Json,
     pub status_id: i64,
@@ -29,59 +30,32 @@ pub struct Request {
     pub expired: bool,
 }
 
-pub const COLUMNS: &str = "\"id\", \"rid\", \"user_id\", \"name\", \"kind\", \"entity\", \"params\", \"status_id\", \"total\", \"done\", \"cursor\", \"progress\", \"http_status\", \"content_type\", \"result\", \"created_dt\", \"finished_dt\", \"expired\"";
-pub const TYPES: [ColType; 18] = [
-    ColType::Int,
-    ColType::Text,
-    ColType::Int,
-    ColType::Text,
-    ColType::Text,
-    ColType::Text,
-    ColType::Text,
-    ColType::Int,
-    ColType::Int,
-    ColType::Int,
-    ColType::Int,
-    ColType::Float,
-    ColType::Int,
-    ColType::Text,
-    ColType::Text,
-    ColType::Text,
-    ColType::Text,
-    ColType::Int,
-];
-
-impl Request {
-    pub fn from_row(r: Row) -> Request {
-        let mut it = r.into_iter();
-        let mut next = || it.next().unwrap_or(Value::Int(None));
-        let int = |v: Value| v.as_i64().unwrap_or_default();
-        let text = |v: Value| v.into_string().unwrap_or_default();
+impl From<RequestRow> for Request {
+    fn from(r: RequestRow) -> Request {
         Request {
-            id: int(next()),
-            rid: text(next()),
-            user_id: int(next()),
-            name: text(next()),
-            kind: text(next()),
-            entity: text(next()),
-            params: serde_json::from_str(&text(next())).unwrap_or(Json::Null),
-            status_id: int(next()),
-            total: int(next()),
-            done: int(next()),
-            cursor: int(next()),
-            progress: match next() {
-                Value::Float(f) => f.unwrap_or_default(),
-                v => v.as_i64().unwrap_or_default() as f64,
-            },
-            http_status: next().as_i64(),
-            content_type: next().into_string(),
-            result: next().into_string(),
-            created_dt: text(next()),
-            finished_dt: next().into_string(),
-            expired: int(next()) != 0,
+            id: r.id,
+            rid: r.rid,
+            user_id: r.user_id,
+            name: r.name,
+            kind: KindId::from_name(&r.kind),
+            entity: r.entity,
+            params: serde_json::from_str(&r.params).unwrap_or(Json::Null),
+            status_id: r.status_id,
+            total: r.total,
+            done: r.done,
+            cursor: r.cursor,
+            progress: r.progress,
+            http_status: r.http_status,
+            content_type: r.content_type,
+            result: r.result,
+            created_dt: r.created_dt,
+            finished_dt: r.finished_dt,
+            expired: r.expired,
         }
     }
+}
 
+impl Request {
     pub fn is_open(&self) -> bool {
         self.status_id == super::IN_PROGRESS
     }
@@ -118,12 +92,12 @@ impl Request {
 }
 
 /// One details entry as the API shows it.
-pub fn detail_json(row: &Row) -> Json {
+pub fn detail_json(row: &DetailRow) -> Json {
     json!({
-        "id": row[0].as_i64().unwrap_or_default().to_string(),
-        "rid": row[1].as_str().unwrap_or_default(),
-        "dt": row[2].as_str().unwrap_or_default(),
-        "details": row[3].as_str().unwrap_or_default(),
+        "id": row.id.to_string(),
+        "rid": row.rid,
+        "dt": row.dt,
+        "details": row.details,
     })
 }
 
@@ -142,16 +116,9 @@ impl Jobs {
 
     /// The request `rid`, whoever owns it.
     pub async fn load(&self, rid: &str) -> crate::storage::Result<Option<Request>> {
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT {COLUMNS} FROM \"bg_requests\" WHERE \"rid\" = {}",
-            d.ph(1)
-        );
-        let rows = self
-            .storage
-            .fetch(&sql, &[Value::text(rid)], &TYPES)
-            .await?;
-        Ok(rows.into_iter().next().map(Request::from_row))
+        Ok(requests::load(self.storage.as_ref(), rid)
+            .await?
+            .map(Request::from))
     }
 
     /// Details entries of `rid` after entry `since`, in order, at most `limit`.
@@ -160,22 +127,8 @@ impl Jobs {
         rid: &str,
         since: i64,
         limit: i64,
-    ) -> crate::storage::Result<Vec<Row>> {
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT \"id\", \"rid\", \"dt\", \"details\" FROM \"bg_details\" WHERE \"rid\" = {} AND \"id\" > {} ORDER BY \"id\" LIMIT {}",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3)
-        );
-        let types = [ColType::Int, ColType::Text, ColType::Text, ColType::Text];
-        self.storage
-            .fetch(
-                &sql,
-                &[Value::text(rid), Value::int(since), Value::int(limit)],
-                &types,
-            )
-            .await
+    ) -> crate::storage::Result<Vec<DetailRow>> {
+        request_log::details(self.storage.as_ref(), rid, since, limit).await
     }
 
     /// Results `(seq, status, body)` of `rid` with `seq >= from`, at most `limit`.
@@ -185,30 +138,10 @@ impl Jobs {
         from: i64,
         limit: i64,
     ) -> crate::storage::Result<Vec<(i64, i64, String)>> {
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT \"seq\", \"status\", \"body\" FROM \"bg_results\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3)
-        );
-        let rows = self
-            .storage
-            .fetch(
-                &sql,
-                &[Value::text(rid), Value::int(from), Value::int(limit)],
-                &[ColType::Int, ColType::Int, ColType::Text],
-            )
-            .await?;
+        let rows = request_log::results(self.storage.as_ref(), rid, from, limit).await?;
         Ok(rows
             .into_iter()
-            .map(|r| {
-                let mut it = r.into_iter();
-                let seq = it.next().and_then(|v| v.as_i64()).unwrap_or_default();
-                let status = it.next().and_then(|v| v.as_i64()).unwrap_or_default();
-                let body = it.next().and_then(|v| v.into_string()).unwrap_or_default();
-                (seq, status, body)
-            })
+            .map(|r| (r.seq, r.status, r.body))
             .collect())
     }
 
@@ -221,34 +154,12 @@ impl Jobs {
         limit: i64,
         offset: i64,
     ) -> crate::storage::Result<Vec<Request>> {
-        let d = self.storage.dialect();
-        let mut conds = Vec::new();
-        let mut args = Vec::new();
-        if !caller.is_admin() {
-            args.push(Value::int(caller.id));
-            conds.push(format!("\"user_id\" = {}", d.ph(args.len())));
-        }
-        if let Some(s) = status_id {
-            args.push(Value::int(s));
-            conds.push(format!("\"status_id\" = {}", d.ph(args.len())));
-        }
-        if let Some(n) = name {
-            args.push(Value::text(n));
-            conds.push(format!("\"name\" = {}", d.ph(args.len())));
-        }
-        let w = if conds.is_empty() {
-            String::new()
-        } else {
-            format!(" WHERE {}", conds.join(" AND "))
+        let filter = ListFilter {
+            user_id: (!caller.is_admin()).then_some(caller.id),
+            status_id,
+            name,
         };
-        args.push(Value::int(limit));
-        args.push(Value::int(offset));
-        let sql = format!(
-            "SELECT {COLUMNS} FROM \"bg_requests\"{w} ORDER BY \"id\" DESC LIMIT {} OFFSET {}",
-            d.ph(args.len() - 1),
-            d.ph(args.len())
-        );
-        let rows = self.storage.fetch(&sql, &args, &TYPES).await?;
-        Ok(rows.into_iter().map(Request::from_row).collect())
+        let rows = requests::list(self.storage.as_ref(), filter, limit, offset).await?;
+        Ok(rows.into_iter().map(Request::from).collect())
     }
 }

@@ -1,42 +1,17 @@
-//! Workers: claim a request, run its items in chunks under the lease, then finish it. A chunk
-//! that meets contention is rolled back and runs again whole (effects, results and progress
-//! together), so it still applies exactly once.
+//! Workers: claim a request and run it through its kind; and what a kind runs a request
+//! with: the caller it runs for, progress under the lease, and the end of the request.
 
-use super::queue::{add_detail, insert_rows};
+use super::queue::add_detail;
 use super::record::Request;
-use super::{ChunkEnd, FINISHED, IN_PROGRESS, Jobs, unix_now};
-use crate::engine::batch::item_call;
-use crate::engine::prepare::Prepared;
-use crate::engine::retry::Retry;
-use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
-use crate::schema::{ColType, Role};
-use crate::storage::{Dialect, StorageError, Value, requests};
-use serde_json::Value as Json;
+use super::{FINISHED, IN_PROGRESS, Jobs, unix_now};
+use crate::engine::Caller;
+use crate::storage::request_log;
+use crate::storage::requests::{self, End, Progress};
+use crate::storage::{Exec, StorageError};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How a stored item becomes a call.
-fn item_to_call(req: &Request, item: &Json) -> Result<Call, CallError> {
-    match req.kind.as_str() {
-        "call" => serde_json::from_value(item.clone()).map_err(|_| CallError::Internal),
-        _ => {
-            let op: Op = serde_json::from_value(req.params["op"].clone()).unwrap_or(Op::Create);
-            let mut call = item_call(&req.entity, op, item)?;
-            call.prehashed = req.params["prehashed"].as_bool() == Some(true);
-            Ok(call)
-        }
-    }
-}
-
 impl Jobs {
-    /// Items per transaction.
-    fn chunk_size(&self) -> i64 {
-        match self.storage.dialect() {
-            Dialect::Sqlite => 1000,
-            Dialect::Postgres => 500,
-        }
-    }
-
     /// Starts `n` workers; they stop claiming when `stop` turns true.
     pub fn spawn_workers(
         &self,
@@ -76,209 +51,60 @@ impl Jobs {
         }
     }
 
-    pub(crate) async fn caller_of(&self, user_id: i64) -> Result<Option<Caller>, StorageError> {
-        let d = self.storage.dialect();
-        let sql = format!(
-            "SELECT \"id\", \"login\", \"role\" FROM \"users\" WHERE \"id\" = {}",
-            d.ph(1)
-        );
-        let rows = self
-            .storage
-            .fetch(
-                &sql,
-                &[Value::int(user_id)],
-                &[ColType::Int, ColType::Text, ColType::Text],
-            )
-            .await?;
-        Ok(rows.into_iter().next().map(|r| Caller {
-            id: r[0].as_i64().unwrap_or_default(),
-            login: r[1].as_str().unwrap_or_default().to_string(),
-            role: r[2].as_str().and_then(Role::parse).unwrap_or(Role::User),
-        }))
+    /// The caller a request of `user_id` runs as; None when that user is gone.
+    pub async fn caller_of(&self, user_id: i64) -> Result<Option<Caller>, StorageError> {
+        let user = crate::storage::auth::user_by_id(self.storage.as_ref(), user_id).await?;
+        Ok(user.as_ref().map(crate::auth::caller_of))
     }
 
-    /// Runs a claimed request from where it stopped until it is finished, the lease is lost,
-    /// or the server stops.
+    /// Appends a details entry to `rid` in its own transaction.
+    pub async fn log(&self, rid: &str, text: &str) -> Result<(), StorageError> {
+        let mut tx = self.storage.begin().await?;
+        add_detail(tx.as_mut(), self.storage.dialect(), rid, text).await?;
+        tx.commit().await
+    }
+
+    /// Replaces the stored parameters of `req` inside `ex`.
+    pub async fn store_params(
+        &self,
+        ex: &mut dyn Exec,
+        req: &Request,
+        params: &serde_json::Value,
+    ) -> Result<(), StorageError> {
+        let d = self.storage.dialect();
+        requests::set_params(ex, d, &req.rid, &params.to_string()).await
+    }
+
+    /// The stored parameters of unfinished requests of `kinds`.
+    pub async fn unfinished_params(
+        &self,
+        kinds: &[super::kinds::KindId],
+    ) -> Result<Vec<serde_json::Value>, StorageError> {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        let rows = requests::unfinished_params(self.storage.as_ref(), &names).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|p| serde_json::from_str(p).ok())
+            .collect())
+    }
+
+    /// Runs a claimed request through its kind.
     async fn run(&self, rid: &str, stop: &watch::Receiver<bool>) -> Result<(), StorageError> {
         let Some(req) = self.load(rid).await? else {
             return Ok(());
         };
-        if req.kind == "upload" {
-            return crate::uploader::run::background(self, req, stop).await;
-        }
-        let d = self.storage.dialect();
-        let caller = self.caller_of(req.user_id).await?;
-        {
-            let mut tx = self.storage.begin().await?;
-            add_detail(
-                tx.as_mut(),
-                d,
-                rid,
-                &format!("started (worker {})", self.worker_id),
-            )
-            .await?;
-            tx.commit().await?;
-        }
-        let mut done = req.done;
-        loop {
-            if *stop.borrow() {
-                return Ok(());
-            }
-            // Storage calls may complete without suspending; let other tasks run.
-            tokio::task::yield_now().await;
-            let rows =
-                requests::next_items(self.storage.as_ref(), rid, done, self.chunk_size()).await?;
-            if rows.is_empty() {
-                break;
-            }
-            let calls: Vec<Result<Call, CallError>> = rows
-                .iter()
-                .map(|(_, text)| {
-                    let item: Json = serde_json::from_str(text).unwrap_or(Json::Null);
-                    match &caller {
-                        Some(_) => item_to_call(&req, &item),
-                        None => Err(CallError::Forbidden(
-                            "the user who started this request no longer exists".into(),
-                        )),
-                    }
-                })
-                .collect();
-            let first = done;
-            let n = calls.len() as i64;
-            let system = Caller {
-                id: req.user_id,
-                login: String::new(),
-                role: Role::User,
-            };
-            let who = caller.as_ref().unwrap_or(&system);
-            // Prepared once, outside the transaction; a retry runs the same prepared calls.
-            let prepared = self.engine.prepare_chunk(who, calls).await;
-            let mut retry = Retry::new("background chunk");
-            let outcomes = loop {
-                match self.try_chunk(&req, who, &prepared, first).await {
-                    Ok(o) => break o,
-                    Err(e) if retry.again(&e).await => continue,
-                    Err(e) => return Err(e),
-                }
-            };
-            let outcomes = match outcomes {
-                ChunkEnd::Committed(outcomes) => outcomes,
-                ChunkEnd::LeaseLost => {
-                    tracing::warn!(
-                        rid,
-                        "lost the lease of a background request; another worker has it"
-                    );
-                    return Ok(());
-                }
-                ChunkEnd::Cancelled => return self.cancel_items(&req, done).await,
-            };
-            self.engine.after_chunk(&prepared, &outcomes);
-            done = first + n;
-        }
-        let (status, ctype, path) = if req.kind == "call" {
-            let status = self.results(rid, 0, 1).await?.first().map_or(500, |r| r.1);
-            (
-                status,
-                "application/json",
-                format!("media/keep1m/bgrs.{rid}.result.json"),
-            )
-        } else {
-            (
-                200,
-                "application/json",
-                format!("media/keep1m/bgrs.{rid}.result.json"),
-            )
+        let Some(kind) = self.kinds.get(req.kind).cloned() else {
+            return Err(StorageError::Database(format!(
+                "no job kind `{}` is registered",
+                req.kind.name()
+            )));
         };
-        self.finish(&req, status, ctype, &path).await
-    }
-
-    /// One attempt at a chunk of a batch: its calls, their results, the progress and a
-    /// details line commit together under the lease, so the chunk applies exactly once.
-    /// Rolled back when the lease is gone, when a cancel was asked for (read in the same
-    /// transaction, so no trip to a reader thread per chunk), or with an `Err` when the
-    /// database failed.
-    async fn try_chunk(
-        &self,
-        req: &Request,
-        who: &Caller,
-        prepared: &[Result<Prepared, CallError>],
-        first: i64,
-    ) -> Result<ChunkEnd<Vec<Outcome>>, StorageError> {
-        let d = self.storage.dialect();
-        let rid = req.rid.as_str();
-        let mut tx = self.storage.begin().await?;
-        if self.cancel_requested_in(tx.as_mut(), rid).await? {
-            tx.rollback().await?;
-            return Ok(ChunkEnd::Cancelled);
-        }
-        let outcomes = match self
-            .engine
-            .execute_chunk(tx.as_mut(), who, prepared, true)
-            .await
-        {
-            Ok(x) => x,
-            Err(e) => {
-                let _ = tx.rollback().await;
-                return Err(e);
-            }
-        };
-        let results = outcomes
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let (status, body) = outcome_parts(o);
-                vec![
-                    Value::text(rid),
-                    Value::int(first + i as i64),
-                    Value::int(i64::from(status)),
-                    Value::text(body.to_string()),
-                ]
-            })
-            .collect();
-        let done = first + outcomes.len() as i64;
-        let recorded = async {
-            insert_rows(
-                tx.as_mut(),
-                d,
-                "bg_results",
-                &["rid", "seq", "status", "body"],
-                results,
-            )
-            .await?;
-            if !self.advance(tx.as_mut(), req, done, None).await? {
-                return Ok(false);
-            }
-            if req.kind == "batch" {
-                add_detail(
-                    tx.as_mut(),
-                    d,
-                    rid,
-                    &format!("items {}-{} done", first + 1, done),
-                )
-                .await?;
-            }
-            Ok(true)
-        }
-        .await;
-        match recorded {
-            Ok(true) => {
-                tx.commit().await?;
-                Ok(ChunkEnd::Committed(outcomes))
-            }
-            Ok(false) => {
-                let _ = tx.rollback().await;
-                Ok(ChunkEnd::LeaseLost)
-            }
-            Err(e) => {
-                let _ = tx.rollback().await;
-                Err(e)
-            }
-        }
+        kind.run(self, req, stop).await
     }
 
     /// Records progress (and, for uploads, the committed length of the result file) under
     /// the lease; false when the lease is gone.
-    pub(crate) async fn advance(
+    pub async fn advance(
         &self,
         tx: &mut dyn crate::storage::Tx,
         req: &Request,
@@ -291,32 +117,20 @@ impl Jobs {
         } else {
             100.0
         };
-        let sql = format!(
-            "UPDATE \"bg_requests\" SET \"done\" = {}, \"progress\" = {}, \"heartbeat_at\" = {}, \
-             \"cursor\" = COALESCE({}, \"cursor\") \
-             WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3),
-            d.ph(4),
-            d.ph(5),
-            d.ph(6),
-            d.ph(7)
-        );
-        let args = [
-            Value::int(done),
-            Value::Float(Some(progress)),
-            Value::int(unix_now()),
-            Value::Int(cursor),
-            Value::text(&req.rid),
-            Value::text(&self.worker_id),
-            Value::int(IN_PROGRESS),
-        ];
-        Ok(tx.execute(&sql, &args).await? == 1)
+        let p = Progress {
+            rid: &req.rid,
+            worker: &self.worker_id,
+            open: IN_PROGRESS,
+            done,
+            progress,
+            heartbeat_at: unix_now(),
+            cursor,
+        };
+        requests::advance(tx, d, &p).await
     }
 
     /// Marks a request finished with the whole call's status and its result path.
-    pub(crate) async fn finish(
+    pub async fn finish(
         &self,
         req: &Request,
         status: i64,
@@ -329,7 +143,7 @@ impl Jobs {
 
     /// Ends a request (finished or cancelled) under the lease, with its last details entry.
     /// A finished request shows 100 % progress; a cancelled one keeps what it reached.
-    pub(crate) async fn close(
+    pub async fn close(
         &self,
         req: &Request,
         status_id: i64,
@@ -340,38 +154,21 @@ impl Jobs {
     ) -> Result<(), StorageError> {
         let d = self.storage.dialect();
         let mut tx = self.storage.begin().await?;
-        let progress = if status_id == FINISHED {
-            "100"
-        } else {
-            "\"progress\""
+        let end = End {
+            rid: &req.rid,
+            worker: &self.worker_id,
+            open: IN_PROGRESS,
+            status_id,
+            complete: status_id == FINISHED,
+            finished_dt: crate::time::now(),
+            http_status: status,
+            content_type,
+            result: path,
         };
-        let sql = format!(
-            "UPDATE \"bg_requests\" SET \"status_id\" = {}, \"progress\" = {progress}, \"finished_dt\" = {}, \"http_status\" = {}, \
-             \"content_type\" = {}, \"result\" = {}, \"locked_by\" = NULL WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}",
-            d.ph(1),
-            d.ph(2),
-            d.ph(3),
-            d.ph(4),
-            d.ph(5),
-            d.ph(6),
-            d.ph(7),
-            d.ph(8)
-        );
-        let args = [
-            Value::int(status_id),
-            Value::text(crate::time::now()),
-            Value::int(status),
-            Value::text(content_type),
-            Value::text(path),
-            Value::text(&req.rid),
-            Value::text(&self.worker_id),
-            Value::int(IN_PROGRESS),
-        ];
-        if tx.execute(&sql, &args).await? == 1 {
+        if requests::end(tx.as_mut(), d, &end).await? {
             add_detail(tx.as_mut(), d, &req.rid, last_detail).await?;
             // The items are no longer needed once every result is recorded.
-            let del = format!("DELETE FROM \"bg_items\" WHERE \"rid\" = {}", d.ph(1));
-            tx.execute(&del, &[Value::text(&req.rid)]).await?;
+            request_log::drop_items(tx.as_mut(), d, &req.rid).await?;
             tx.commit().await?;
         } else {
             tx.rollback().await?;

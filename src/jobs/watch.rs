@@ -191,7 +191,7 @@ async fn read(
         };
         for row in &rows {
             let j = detail_json(row);
-            *since = row[0].as_i64().unwrap_or(*since);
+            *since = row.id;
             tail.push_back(Entry {
                 id: *since,
                 json: j.to_string().into(),

@@ -126,6 +126,33 @@ pub async fn exists(ex: &mut dyn Exec, d: Dialect, table: &str, id: i64) -> Resu
     Ok(!rows.is_empty())
 }
 
+/// Whether any row of `table` (a catalog entity name) has `id` in its column `column`.
+pub async fn referenced(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    table: &str,
+    column: &str,
+    id: Option<i64>,
+) -> Result<bool> {
+    let sql = format!(
+        "SELECT 1 FROM {} WHERE {} = {} LIMIT 1",
+        d.quote(table),
+        d.quote(column),
+        d.ph(1)
+    );
+    let rows = ex
+        .fetch(&sql, &[Value::Int(id)], &[crate::schema::ColType::Int])
+        .await?;
+    Ok(!rows.is_empty())
+}
+
+/// Whether `table` (a catalog entity name) holds any row.
+pub async fn has_rows(ex: &mut dyn Exec, d: Dialect, table: &str) -> Result<bool> {
+    let sql = format!("SELECT 1 FROM {} LIMIT 1", d.quote(table));
+    let rows = ex.fetch(&sql, &[], &[crate::schema::ColType::Int]).await?;
+    Ok(!rows.is_empty())
+}
+
 /// Inserts one row of `(column, value)` pairs and returns it whole.
 pub async fn insert(
     ex: &mut dyn Exec,

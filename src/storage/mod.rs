@@ -2,14 +2,17 @@
 //! database URL, the fixed tables' migrations, entity SQL built from the catalog only, the
 //! additive DDL plan, and stored files. It executes; it does not decide (that is the engine's).
 
+pub mod auth;
 pub mod contention;
 pub mod counts;
 pub mod ddl;
 pub mod entity;
+pub mod idempotency;
 mod lanes;
 pub mod lock;
 mod migrate;
 mod postgres;
+pub mod request_log;
 pub mod requests;
 mod sql;
 mod sqlite;

@@ -5,6 +5,7 @@
 
 pub mod bundle;
 pub mod intake;
+pub mod kind;
 mod result_file;
 pub mod rows;
 pub mod run;

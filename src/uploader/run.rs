@@ -9,10 +9,10 @@ use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
-use crate::jobs::queue::{add_detail, insert_rows};
+use crate::jobs::queue::{add_detail, add_details};
 use crate::jobs::record::Request;
 use crate::jobs::{ChunkEnd, Jobs};
-use crate::storage::{StorageError, Value};
+use crate::storage::StorageError;
 use std::io::{Seek, Write};
 use tokio::sync::{mpsc, watch};
 
@@ -36,34 +36,6 @@ pub(super) fn io_err(e: impl std::fmt::Display) -> StorageError {
 /// The plan stored with a request.
 pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
     serde_json::from_value(req.params.clone()).map_err(|e| io_err(format!("bad stored plan: {e}")))
-}
-
-/// Runs a claimed background upload.
-pub async fn background(
-    jobs: &Jobs,
-    req: Request,
-    stop: &watch::Receiver<bool>,
-) -> Result<(), StorageError> {
-    let d = jobs.storage.dialect();
-    {
-        let mut tx = jobs.storage.begin().await?;
-        let what = if req.done == 0 { "started" } else { "resumed" };
-        add_detail(
-            tx.as_mut(),
-            d,
-            &req.rid,
-            &format!("{what} (worker {})", jobs.worker_id),
-        )
-        .await?;
-        tx.commit().await?;
-    }
-    match jobs.caller_of(req.user_id).await? {
-        Some(caller) => rows(jobs, &req, &caller, Sink::Details, stop).await,
-        None => {
-            let (_, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
-            jobs.finish(&req, 403, "text/plain", &rel).await
-        }
-    }
 }
 
 /// Runs the rows of `req` from where it stopped, then finishes it.
@@ -211,19 +183,7 @@ pub async fn rows(
                     return Ok(ChunkEnd::LeaseLost);
                 }
                 if matches!(sink, Sink::Details) && !lines.is_empty() {
-                    let now = crate::time::now();
-                    let rows = lines
-                        .iter()
-                        .map(|l| vec![Value::text(&req.rid), Value::text(&now), Value::text(l)])
-                        .collect();
-                    insert_rows(
-                        tx.as_mut(),
-                        d,
-                        "bg_details",
-                        &["rid", "dt", "details"],
-                        rows,
-                    )
-                    .await?;
+                    add_details(tx.as_mut(), d, &req.rid, &lines).await?;
                 }
                 tx.commit().await?;
                 Ok(ChunkEnd::Committed((outcomes, lines, cursor, done)))
@@ -336,23 +296,15 @@ async fn try_start(
         }
         if let Err(why) = r {
             tx.rollback().await?;
-            let mut tx = jobs.storage.begin().await?;
-            add_detail(tx.as_mut(), d, &req.rid, &format!("refused: {why}")).await?;
-            tx.commit().await?;
+            jobs.log(&req.rid, &format!("refused: {why}")).await?;
             return Ok(Some(why));
         }
         if !state.is_null() {
             bundle.insert(p.name().to_string(), state);
         }
     }
-    let params = serde_json::to_string(&*plan).map_err(io_err)?;
-    let sql = format!(
-        "UPDATE \"bg_requests\" SET \"params\" = {} WHERE \"rid\" = {}",
-        d.ph(1),
-        d.ph(2)
-    );
-    tx.execute(&sql, &[Value::text(params), Value::text(&req.rid)])
-        .await?;
+    let params = serde_json::to_value(&*plan).map_err(io_err)?;
+    jobs.store_params(tx.as_mut(), req, &params).await?;
     for n in &notes {
         add_detail(tx.as_mut(), d, &req.rid, n).await?;
     }

@@ -1,0 +1,226 @@
+//! The batch and single-call kinds: a request whose stored items are calls. Each chunk of
+//! items runs in one transaction with its results, progress and a details line, under the
+//! lease; a chunk that meets contention is rolled back and runs again whole, so it still
+//! applies exactly once.
+
+use super::kinds::{JobKind, KindId};
+use super::queue::add_detail;
+use super::record::Request;
+use super::{ChunkEnd, Jobs};
+use crate::engine::batch::item_call;
+use crate::engine::prepare::Prepared;
+use crate::engine::retry::Retry;
+use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
+use crate::schema::Role;
+use crate::storage::request_log::{self, ResultRow};
+use crate::storage::{Dialect, StorageError};
+use serde_json::Value as Json;
+use tokio::sync::watch;
+
+/// Requests whose items are calls: a batch, or one backgrounded call.
+pub struct Items {
+    id: KindId,
+}
+
+impl Items {
+    /// The batch kind: each item is an object for the request's operation.
+    pub fn batch() -> Items {
+        Items { id: KindId::Batch }
+    }
+
+    /// The single-call kind: the one item is the call itself.
+    pub fn call() -> Items {
+        Items { id: KindId::Call }
+    }
+
+    /// How a stored item becomes a call.
+    fn item_to_call(&self, req: &Request, item: &Json) -> Result<Call, CallError> {
+        match self.id {
+            KindId::Call => serde_json::from_value(item.clone()).map_err(|_| CallError::Internal),
+            _ => {
+                let op: Op = serde_json::from_value(req.params["op"].clone()).unwrap_or(Op::Create);
+                let mut call = item_call(&req.entity, op, item)?;
+                call.prehashed = req.params["prehashed"].as_bool() == Some(true);
+                Ok(call)
+            }
+        }
+    }
+}
+
+/// Items per transaction.
+fn chunk_size(d: Dialect) -> i64 {
+    match d {
+        Dialect::Sqlite => 1000,
+        Dialect::Postgres => 500,
+    }
+}
+
+#[async_trait::async_trait]
+impl JobKind for Items {
+    fn ids(&self) -> &'static [KindId] {
+        match self.id {
+            KindId::Call => &[KindId::Call],
+            _ => &[KindId::Batch],
+        }
+    }
+
+    async fn run(
+        &self,
+        jobs: &Jobs,
+        req: Request,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<(), StorageError> {
+        let rid = req.rid.as_str();
+        let d = jobs.storage.dialect();
+        let caller = jobs.caller_of(req.user_id).await?;
+        jobs.log(rid, &format!("started (worker {})", jobs.worker_id))
+            .await?;
+        let mut done = req.done;
+        loop {
+            if *stop.borrow() {
+                return Ok(());
+            }
+            // Storage calls may complete without suspending; let other tasks run.
+            tokio::task::yield_now().await;
+            let rows =
+                request_log::next_items(jobs.storage.as_ref(), rid, done, chunk_size(d)).await?;
+            if rows.is_empty() {
+                break;
+            }
+            let calls: Vec<Result<Call, CallError>> = rows
+                .iter()
+                .map(|row| {
+                    let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
+                    match &caller {
+                        Some(_) => self.item_to_call(&req, &item),
+                        None => Err(CallError::Forbidden(
+                            "the user who started this request no longer exists".into(),
+                        )),
+                    }
+                })
+                .collect();
+            let first = done;
+            let n = calls.len() as i64;
+            let system = Caller {
+                id: req.user_id,
+                login: String::new(),
+                role: Role::User,
+            };
+            let who = caller.as_ref().unwrap_or(&system);
+            // Prepared once, outside the transaction; a retry runs the same prepared calls.
+            let prepared = jobs.engine.prepare_chunk(who, calls).await;
+            let mut retry = Retry::new("background chunk");
+            let outcomes = loop {
+                match try_chunk(jobs, &req, who, &prepared, first).await {
+                    Ok(o) => break o,
+                    Err(e) if retry.again(&e).await => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            let outcomes = match outcomes {
+                ChunkEnd::Committed(outcomes) => outcomes,
+                ChunkEnd::LeaseLost => {
+                    tracing::warn!(
+                        rid,
+                        "lost the lease of a background request; another worker has it"
+                    );
+                    return Ok(());
+                }
+                ChunkEnd::Cancelled => return jobs.cancel_items(&req, done).await,
+            };
+            jobs.engine.after_chunk(&prepared, &outcomes);
+            done = first + n;
+        }
+        let (status, ctype, path) = if self.id == KindId::Call {
+            let status = jobs.results(rid, 0, 1).await?.first().map_or(500, |r| r.1);
+            (
+                status,
+                "application/json",
+                format!("media/keep1m/bgrs.{rid}.result.json"),
+            )
+        } else {
+            (
+                200,
+                "application/json",
+                format!("media/keep1m/bgrs.{rid}.result.json"),
+            )
+        };
+        jobs.finish(&req, status, ctype, &path).await
+    }
+}
+
+/// One attempt at a chunk of a batch: its calls, their results, the progress and a
+/// details line commit together under the lease, so the chunk applies exactly once.
+/// Rolled back when the lease is gone, when a cancel was asked for (read in the same
+/// transaction, so no trip to a reader thread per chunk), or with an `Err` when the
+/// database failed.
+async fn try_chunk(
+    jobs: &Jobs,
+    req: &Request,
+    who: &Caller,
+    prepared: &[Result<Prepared, CallError>],
+    first: i64,
+) -> Result<ChunkEnd<Vec<Outcome>>, StorageError> {
+    let d = jobs.storage.dialect();
+    let rid = req.rid.as_str();
+    let mut tx = jobs.storage.begin().await?;
+    if jobs.cancel_requested_in(tx.as_mut(), rid).await? {
+        tx.rollback().await?;
+        return Ok(ChunkEnd::Cancelled);
+    }
+    let outcomes = match jobs
+        .engine
+        .execute_chunk(tx.as_mut(), who, prepared, true)
+        .await
+    {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = tx.rollback().await;
+            return Err(e);
+        }
+    };
+    let results = outcomes
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let (status, body) = outcome_parts(o);
+            ResultRow {
+                seq: first + i as i64,
+                status: i64::from(status),
+                body: body.to_string(),
+            }
+        })
+        .collect();
+    let done = first + outcomes.len() as i64;
+    let recorded = async {
+        request_log::insert_results(tx.as_mut(), d, rid, results).await?;
+        if !jobs.advance(tx.as_mut(), req, done, None).await? {
+            return Ok(false);
+        }
+        if req.kind == KindId::Batch {
+            add_detail(
+                tx.as_mut(),
+                d,
+                rid,
+                &format!("items {}-{} done", first + 1, done),
+            )
+            .await?;
+        }
+        Ok(true)
+    }
+    .await;
+    match recorded {
+        Ok(true) => {
+            tx.commit().await?;
+            Ok(ChunkEnd::Committed(outcomes))
+        }
+        Ok(false) => {
+            let _ = tx.rollback().await;
+            Ok(ChunkEnd::LeaseLost)
+        }
+        Err(e) => {
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}

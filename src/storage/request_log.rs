@@ -1,0 +1,241 @@
+//! Statements on what a background request holds besides its record: its items
+//! (`bg_items`), each item's result (`bg_results`) and its details log (`bg_details`).
+
+use super::{Dialect, Exec, Result, Storage, Value};
+use crate::schema::ColType;
+
+/// Rows per multi-row INSERT.
+const INSERT_ROWS: usize = 500;
+
+/// One stored item: its place in the request and its JSON text.
+#[derive(Debug, Clone)]
+pub struct ItemRow {
+    pub seq: i64,
+    pub item: String,
+}
+
+/// One item's result: its place, HTTP status and JSON body.
+#[derive(Debug, Clone)]
+pub struct ResultRow {
+    pub seq: i64,
+    pub status: i64,
+    pub body: String,
+}
+
+/// One details entry.
+#[derive(Debug, Clone)]
+pub struct DetailRow {
+    pub id: i64,
+    pub rid: String,
+    pub dt: String,
+    pub details: String,
+}
+
+/// Inserts rows of `cols.len()` values each into `table (cols)`, many rows per statement.
+async fn insert_rows(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    table: &str,
+    cols: &[&str],
+    rows: Vec<Vec<Value>>,
+) -> Result<()> {
+    let width = cols.len();
+    let col_list = cols
+        .iter()
+        .map(|c| d.quote(c))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let part: Vec<Vec<Value>> = rows.by_ref().take(INSERT_ROWS).collect();
+        let n = part.len();
+        let args: Vec<Value> = part.into_iter().flatten().collect();
+        let sql = format!(
+            "INSERT INTO {} ({col_list}) VALUES {}",
+            d.quote(table),
+            d.value_groups(width, n, 1)
+        );
+        ex.execute(&sql, &args).await?;
+    }
+    Ok(())
+}
+
+/// Stores the items of `rid` inside `ex`.
+pub async fn insert_items(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rid: &str,
+    items: Vec<ItemRow>,
+) -> Result<()> {
+    let rows = items
+        .into_iter()
+        .map(|i| vec![Value::text(rid), Value::int(i.seq), Value::text(i.item)])
+        .collect();
+    insert_rows(ex, d, "bg_items", &["rid", "seq", "item"], rows).await
+}
+
+/// Up to `limit` items of `rid` from `seq` on, in order. Read on the writer's connection, as
+/// part of the worker's own work: no trip to a reader thread.
+pub async fn next_items(s: &dyn Storage, rid: &str, seq: i64, limit: i64) -> Result<Vec<ItemRow>> {
+    let d = s.dialect();
+    let sql = format!(
+        "SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
+        d.ph(1),
+        d.ph(2),
+        d.ph(3)
+    );
+    let rows = s
+        .fetch_write(
+            &sql,
+            &[Value::text(rid), Value::int(seq), Value::int(limit)],
+            &[ColType::Int, ColType::Text],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let mut it = r.into_iter();
+            ItemRow {
+                seq: it.next().and_then(|v| v.as_i64()).unwrap_or_default(),
+                item: it.next().and_then(|v| v.into_string()).unwrap_or_default(),
+            }
+        })
+        .collect())
+}
+
+/// Removes the items of `rid` inside `ex`.
+pub async fn drop_items(ex: &mut dyn Exec, d: Dialect, rid: &str) -> Result<()> {
+    let sql = format!("DELETE FROM \"bg_items\" WHERE \"rid\" = {}", d.ph(1));
+    ex.execute(&sql, &[Value::text(rid)]).await?;
+    Ok(())
+}
+
+/// Stores results of `rid` inside `ex`.
+pub async fn insert_results(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rid: &str,
+    results: Vec<ResultRow>,
+) -> Result<()> {
+    let rows = results
+        .into_iter()
+        .map(|r| {
+            vec![
+                Value::text(rid),
+                Value::int(r.seq),
+                Value::int(r.status),
+                Value::text(r.body),
+            ]
+        })
+        .collect();
+    insert_rows(ex, d, "bg_results", &["rid", "seq", "status", "body"], rows).await
+}
+
+/// Gives every item of `rid` from `seq` on that has no result yet the result `status` with
+/// `body`.
+pub async fn result_rest(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rid: &str,
+    seq: i64,
+    status: i64,
+    body: &str,
+) -> Result<()> {
+    let sql = format!(
+        "INSERT INTO \"bg_results\" (\"rid\", \"seq\", \"status\", \"body\") \
+         SELECT \"rid\", \"seq\", {}, {} FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} \
+         ON CONFLICT DO NOTHING",
+        d.ph(1),
+        d.ph(2),
+        d.ph(3),
+        d.ph(4)
+    );
+    ex.execute(
+        &sql,
+        &[
+            Value::int(status),
+            Value::text(body),
+            Value::text(rid),
+            Value::int(seq),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Results of `rid` with `seq >= from`, in order, at most `limit`.
+pub async fn results(s: &dyn Storage, rid: &str, from: i64, limit: i64) -> Result<Vec<ResultRow>> {
+    let d = s.dialect();
+    let sql = format!(
+        "SELECT \"seq\", \"status\", \"body\" FROM \"bg_results\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
+        d.ph(1),
+        d.ph(2),
+        d.ph(3)
+    );
+    let rows = s
+        .fetch(
+            &sql,
+            &[Value::text(rid), Value::int(from), Value::int(limit)],
+            &[ColType::Int, ColType::Int, ColType::Text],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let mut it = r.into_iter();
+            ResultRow {
+                seq: it.next().and_then(|v| v.as_i64()).unwrap_or_default(),
+                status: it.next().and_then(|v| v.as_i64()).unwrap_or_default(),
+                body: it.next().and_then(|v| v.into_string()).unwrap_or_default(),
+            }
+        })
+        .collect())
+}
+
+/// Appends details entries of `rid`, all dated `dt`, inside `ex`.
+pub async fn add_details(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rid: &str,
+    dt: &str,
+    lines: &[String],
+) -> Result<()> {
+    let rows = lines
+        .iter()
+        .map(|l| vec![Value::text(rid), Value::text(dt), Value::text(l.as_str())])
+        .collect();
+    insert_rows(ex, d, "bg_details", &["rid", "dt", "details"], rows).await
+}
+
+/// Details entries of `rid` after entry `since`, in order, at most `limit`.
+pub async fn details(s: &dyn Storage, rid: &str, since: i64, limit: i64) -> Result<Vec<DetailRow>> {
+    let d = s.dialect();
+    let sql = format!(
+        "SELECT \"id\", \"rid\", \"dt\", \"details\" FROM \"bg_details\" WHERE \"rid\" = {} AND \"id\" > {} ORDER BY \"id\" LIMIT {}",
+        d.ph(1),
+        d.ph(2),
+        d.ph(3)
+    );
+    let types = [ColType::Int, ColType::Text, ColType::Text, ColType::Text];
+    let rows = s
+        .fetch(
+            &sql,
+            &[Value::text(rid), Value::int(since), Value::int(limit)],
+            &types,
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let mut it = r.into_iter();
+            let id = it.next().and_then(|v| v.as_i64()).unwrap_or_default();
+            let mut text = || it.next().and_then(|v| v.into_string()).unwrap_or_default();
+            DetailRow {
+                id,
+                rid: text(),
+                dt: text(),
+                details: text(),
+            }
+        })
+        .collect())
+}
