@@ -1,7 +1,8 @@
 //! Plugins: hooks on calls and on uploads, named from entity YAML (`plugins:`) with their
-//! settings. Every hook has a no-op default, so a plugin implements only what it needs. One
-//! registry holds the built-in plugins (this folder) and any a program adds with
-//! [`install`] before it builds the app; `compile()` rejects names it does not hold.
+//! settings. Every hook has a no-op default, so a plugin implements only what it needs. A
+//! [`Registry`] holds the built-in plugins (this folder) and any a program adds with
+//! [`Registry::with`]; the app is built with one (see [`crate::App::build_with`]), its engine
+//! runs the call hooks through it, and `compile()` rejects names it does not hold.
 //!
 //! Hooks, in the order an upload meets them:
 //! - [`Plugin::on_archive`]: a ZIP bundle was extracted; claim its parts (`pages.pdf`,
@@ -24,7 +25,7 @@ use crate::storage::Tx;
 use crate::uploader::UploadError;
 use serde_json::Value as Json;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// A plugin. `settings` is what the entity's YAML gives it (`null` when none).
 #[async_trait::async_trait]
@@ -125,6 +126,12 @@ impl Registry {
         }
     }
 
+    /// Adds `plugin` to the registry.
+    pub fn with(mut self, plugin: Arc<dyn Plugin>) -> Registry {
+        self.plugins.push(plugin);
+        self
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
         self.plugins.iter().find(|p| p.name() == name)
     }
@@ -144,28 +151,19 @@ impl Registry {
     }
 }
 
-static REGISTRY: OnceLock<Registry> = OnceLock::new();
-
-/// Adds `extra` plugins to the built-in ones. Call it once, before the app is built; false
-/// when the registry was already in use.
-pub fn install(extra: Vec<Arc<dyn Plugin>>) -> bool {
-    let mut r = Registry::builtin();
-    r.plugins.extend(extra);
-    REGISTRY.set(r).is_ok()
-}
-
-/// The registry in force.
-pub fn registry() -> &'static Registry {
-    REGISTRY.get_or_init(Registry::builtin)
-}
-
-/// Runs the `before_call` hooks of `e` on `call`.
-pub fn before_call(e: &Entity, caller: &Caller, call: &mut Call) -> Result<(), CallError> {
-    if e.plugins.is_empty() {
-        return Ok(());
+impl crate::engine::hooks::CallHooks for Registry {
+    fn names(&self) -> Vec<&'static str> {
+        Registry::names(self)
     }
-    for (p, settings) in registry().of(e) {
-        p.before_call(settings, caller, call)?;
+
+    /// Runs the `before_call` hooks of `e` on `call`.
+    fn before_call(&self, e: &Entity, caller: &Caller, call: &mut Call) -> Result<(), CallError> {
+        if e.plugins.is_empty() {
+            return Ok(());
+        }
+        for (p, settings) in self.of(e) {
+            p.before_call(settings, caller, call)?;
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -34,11 +34,6 @@ use settings::Settings;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Plugin names entity files may use: the registry's.
-pub fn known_plugins() -> Vec<&'static str> {
-    plugins::registry().names()
-}
-
 /// Background workers per server.
 const WORKERS: usize = 2;
 
@@ -52,8 +47,15 @@ pub struct App {
 }
 
 impl App {
-    /// Opens storage, compiles the catalog, prepares tables, creates the first admin and binds.
+    /// [`App::build_with`] the built-in plugins.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        App::build_with(settings, plugins::Registry::builtin()).await
+    }
+
+    /// Opens storage, compiles the catalog (entity files may name the plugins of `plugins`),
+    /// prepares tables, creates the first admin and binds.
+    pub async fn build_with(settings: Settings, plugins: plugins::Registry) -> anyhow::Result<App> {
+        let plugins = Arc::new(plugins);
         std::fs::create_dir_all(&settings.data_dir).with_context(|| {
             format!(
                 "cannot create the data directory {}",
@@ -62,9 +64,9 @@ impl App {
         })?;
         let compiled = if settings.built_in_entities {
             tracing::info!("no entities directory: serving the shipped entities built in");
-            schema::compile_sources(&shipped::sources(), &known_plugins())
+            schema::compile_sources(&shipped::sources(), &plugins.names())
         } else {
-            schema::compile_dir(&settings.entities_dir, &known_plugins())
+            schema::compile_dir(&settings.entities_dir, &plugins.names())
         };
         let catalog = compiled.map_err(|diags| {
             let lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
@@ -86,6 +88,7 @@ impl App {
             CatalogHandle::new(catalog),
             storage.clone(),
             Arc::new(move |id| forget.cache.forget_user(id)),
+            plugins.clone(),
         );
         let generated_admin_password = auth
             .bootstrap(&engine, settings.admin_password.clone())
@@ -103,7 +106,9 @@ impl App {
         let kinds = jobs::kinds::Registry::default()
             .with(Arc::new(jobs::Items::batch()))
             .with(Arc::new(jobs::Items::call()))
-            .with(Arc::new(uploader::kind::Upload));
+            .with(Arc::new(uploader::kind::Upload {
+                plugins: plugins.clone(),
+            }));
         let jobs = jobs::Jobs::new(engine.clone(), settings.clone(), kinds);
         jobs.release_stale_local().await?;
         // Before anything is accepted, every scratch file no request owns is an orphan.
@@ -120,6 +125,7 @@ impl App {
             auth,
             settings,
             jobs,
+            plugins,
             files,
             conns,
             fixed_document: openapi::fixed_part(),

@@ -136,7 +136,9 @@ fn main() -> ExitCode {
         Command::Check { entities } => check(entities),
         Command::Init { dir } => init(&dir),
         Command::EntitySchema => {
-            let schema = entiserve::schema::format::json_schema(&entiserve::known_plugins());
+            let schema = entiserve::schema::format::json_schema(
+                &entiserve::plugins::Registry::builtin().names(),
+            );
             println!("{schema:#}");
             ExitCode::SUCCESS
         }
@@ -228,7 +230,7 @@ fn init(dir: &std::path::Path) -> ExitCode {
 
 fn check(dir: Option<PathBuf>) -> ExitCode {
     let (dir, built_in) = entities_dir(dir);
-    let plugins = entiserve::known_plugins();
+    let plugins = entiserve::plugins::Registry::builtin().names();
     let compiled = if built_in {
         println!("no entities directory: checking the shipped entities built in");
         entiserve::schema::compile_sources(&entiserve::shipped::sources(), &plugins)

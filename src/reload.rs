@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// Compiles `dir` and makes it the catalog in force, or says why not (every message).
 pub async fn reload(engine: &Engine, dir: &Path) -> Result<(), Vec<String>> {
-    let new = crate::schema::compile_dir(dir, &crate::known_plugins())
+    let new = crate::schema::compile_dir(dir, &engine.hooks.names())
         .map_err(|d| d.iter().map(|d| d.to_string()).collect::<Vec<_>>())?;
     let old = engine.catalog.load();
     let problems = destructive(engine, &old, &new).await;

@@ -48,7 +48,7 @@ pub struct Settings {
     /// How long a shutdown waits for running requests.
     pub shutdown_grace: Duration,
     /// Limits of an uploaded ZIP bundle.
-    pub zip: crate::uploader::bundle::ZipLimits,
+    pub zip: ZipLimits,
     /// Most pages a bundle's pages.pdf may have.
     pub pdf_max_pages: usize,
     /// Most Server-Sent-Events streams one user may hold open at once.
@@ -95,6 +95,24 @@ impl Settings {
         match &self.database_url {
             Some(u) => u.clone(),
             None => format!("sqlite://{}", self.data_dir.join("entiserve.db").display()),
+        }
+    }
+}
+
+/// Limits of one archive (settings; the contract's defaults).
+#[derive(Debug, Clone)]
+pub struct ZipLimits {
+    pub max_entries: usize,
+    pub max_bytes: u64,
+    pub max_ratio: u64,
+}
+
+impl Default for ZipLimits {
+    fn default() -> Self {
+        ZipLimits {
+            max_entries: 10_000,
+            max_bytes: 4 << 30,
+            max_ratio: 200,
         }
     }
 }

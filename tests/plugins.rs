@@ -17,8 +17,8 @@ const ARTICLES: &str = "examples/custom_plugin/entities/articles.yaml";
 
 #[tokio::test]
 async fn a_registered_plugin_runs_for_rest_batch_and_csv_alike() {
-    entiserve::plugins::install(vec![Arc::new(slug::Slug)]);
-    let app = spawn_with(|s| {
+    let plugins = entiserve::plugins::Registry::builtin().with(Arc::new(slug::Slug));
+    let app = spawn_with_plugins(plugins, |s| {
         std::fs::copy(ARTICLES, s.entities_dir.join("articles.yaml")).unwrap();
     })
     .await;

@@ -1,5 +1,5 @@
-//! How to add a plugin of your own: register it before building the app, name it in an
-//! entity file, and run the server as usual.
+//! How to add a plugin of your own: add it to the plugin registry the app is built with, name
+//! it in an entity file, and run the server as usual.
 //!
 //! ```sh
 //! cargo run --example custom_plugin
@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    entiserve::plugins::install(vec![Arc::new(slug::Slug)]);
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/custom_plugin");
     let data = std::env::temp_dir().join("entiserve-custom-plugin");
     let mut settings = entiserve::settings::Settings::new(&data, here.join("entities"));
@@ -22,7 +21,8 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(bind) = std::env::var("ENTISERVE_BIND") {
         settings.bind = bind.parse()?;
     }
-    let app = entiserve::App::build(settings).await?;
+    let plugins = entiserve::plugins::Registry::builtin().with(Arc::new(slug::Slug));
+    let app = entiserve::App::build_with(settings, plugins).await?;
     eprintln!(
         "entiserve with the `slug` plugin on http://{} (admin / example, data in {})",
         app.addr(),

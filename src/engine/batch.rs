@@ -91,7 +91,7 @@ impl Engine {
         let mut prepared = Vec::with_capacity(calls.len());
         for call in calls {
             prepared.push(match call {
-                Ok(c) => prepare::prepare_at(&catalog, caller, c, &now).await,
+                Ok(c) => prepare::prepare_at(self.hooks.as_ref(), &catalog, caller, c, &now).await,
                 Err(e) => Err(e),
             });
         }

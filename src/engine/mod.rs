@@ -7,6 +7,7 @@ pub mod cursor;
 mod error;
 pub mod exec;
 mod group;
+pub mod hooks;
 pub mod prepare;
 pub mod read;
 pub mod render;
@@ -80,6 +81,8 @@ pub struct Engine {
     pub catalog: CatalogHandle,
     pub storage: Arc<dyn Storage>,
     pub user_changed: UserChanged,
+    /// The hooks every call meets (the plugins).
+    pub hooks: Arc<dyn hooks::CallHooks>,
     /// The group-commit writer, on single-writer backends.
     writer: Option<group::Queue>,
     /// Admission of list pages (see [`read`]): point reads never wait for it.
@@ -92,11 +95,13 @@ impl Engine {
         catalog: CatalogHandle,
         storage: Arc<dyn Storage>,
         user_changed: UserChanged,
+        hooks: Arc<dyn hooks::CallHooks>,
     ) -> Engine {
         let mut e = Engine {
             catalog,
             storage,
             user_changed,
+            hooks,
             writer: None,
             lists: Arc::new(tokio::sync::Semaphore::new(read::list_admission())),
         };
@@ -110,7 +115,7 @@ impl Engine {
     /// otherwise.
     pub async fn call(&self, caller: &Caller, call: &Call) -> Outcome {
         let catalog = self.catalog.load();
-        let prepared = prepare::prepare(&catalog, caller, call).await?;
+        let prepared = prepare::prepare(self.hooks.as_ref(), &catalog, caller, call).await?;
         if let Some(w) = &self.writer {
             let (reply, rx) = tokio::sync::oneshot::channel();
             let job = group::Job {

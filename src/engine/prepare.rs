@@ -1,6 +1,7 @@
 //! Everything about a call that needs no database: the entity, access rules, unknown fields,
 //! string coercion, JSON Schema validation, normalisation, defaults, and hashing of secrets.
 
+use super::hooks::CallHooks;
 use super::{Call, CallError, Caller, Op};
 use crate::schema::{Catalog, Entity, FieldType, Role, value};
 use crate::storage::Value;
@@ -75,15 +76,17 @@ pub fn may_read(e: &Entity, caller: &Caller, id: Option<i64>) -> bool {
 
 /// Checks a call and turns it into the values to write.
 pub async fn prepare(
+    hooks: &dyn CallHooks,
     catalog: &Catalog,
     caller: &Caller,
     call: &Call,
 ) -> Result<Prepared, CallError> {
-    prepare_at(catalog, caller, call.clone(), &crate::time::now()).await
+    prepare_at(hooks, catalog, caller, call.clone(), &crate::time::now()).await
 }
 
 /// [`prepare`] taking the call by value, with the time to stamp it with.
 pub async fn prepare_at(
+    hooks: &dyn CallHooks,
     catalog: &Catalog,
     caller: &Caller,
     call: Call,
@@ -95,7 +98,7 @@ pub async fn prepare_at(
         .ok_or_else(|| CallError::UnknownEntity(call.entity.clone()))?;
     let e = entity.as_ref();
     let mut call = call;
-    crate::plugins::before_call(e, caller, &mut call)?;
+    hooks.before_call(e, caller, &mut call)?;
     if call.op != Op::Create && call.id.is_none() {
         return Err(CallError::invalid_field(
             "id",

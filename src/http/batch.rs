@@ -147,7 +147,7 @@ pub async fn background_call(
         call.prehashed = true;
     }
     // What can be known now is said now: a call that cannot run is refused before it is queued.
-    crate::engine::prepare::prepare(&catalog, caller, &call).await?;
+    crate::engine::prepare::prepare(state.engine.hooks.as_ref(), &catalog, caller, &call).await?;
     let key = idempotency_key(req)?;
     let new = NewRequest {
         user_id: caller.id,

@@ -36,6 +36,8 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     pub settings: Arc<Settings>,
     pub jobs: crate::jobs::Jobs,
+    /// The plugins uploads run with (the engine runs their call hooks itself).
+    pub plugins: Arc<crate::plugins::Registry>,
     /// Stored bundle files.
     pub files: Arc<dyn crate::files::FileStore>,
     /// The open connections (for their timeouts).

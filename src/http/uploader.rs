@@ -326,13 +326,7 @@ async fn open_bundle(
         budget: crate::files::StoreBudget::new(store_cap),
         notes: vec!["zip extraction started".into()],
     };
-    let mut outcome = Ok(());
-    for (p, settings) in crate::plugins::registry().of(e) {
-        outcome = p.on_archive(settings, &mut archive).await;
-        if outcome.is_err() {
-            break;
-        }
-    }
+    let outcome = crate::uploader::bundle::offer(&state.plugins, e, &mut archive).await;
     cleanup.stored.append(&mut archive.stored);
     outcome?;
     if archive.pdf.is_some() {
@@ -510,11 +504,11 @@ async fn synchronous(
         .load(rid)
         .await?
         .ok_or(ApiError::Call(crate::engine::CallError::Internal))?;
-    let jobs = state.jobs.clone();
+    let (jobs, plugins) = (state.jobs.clone(), state.plugins.clone());
     let (result_path, rel) = crate::uploader::result_location(&state.settings.data_dir, rid);
     if !show_progress {
         let (_keep, stop) = tokio::sync::watch::channel(false);
-        run::rows(&jobs, &req, caller, Sink::Quiet, &stop).await?;
+        run::rows(&jobs, &plugins, &req, caller, Sink::Quiet, &stop).await?;
         let file = tokio::fs::File::open(&result_path)
             .await
             .map_err(|e| ApiError::from(UploadError::Io(e.to_string())))?;
@@ -544,7 +538,7 @@ async fn synchronous(
             })
         };
         let (_keep, stop) = tokio::sync::watch::channel(false);
-        let result = run::rows(&jobs, &req, &caller, Sink::Stream(tx), &stop).await;
+        let result = run::rows(&jobs, &plugins, &req, &caller, Sink::Stream(tx), &stop).await;
         let _ = forward.await;
         let tail = match result {
             Err(e) => {

@@ -9,23 +9,7 @@ use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 use zip::{CompressionMethod, ZipArchive};
 
-/// Limits of one archive (settings; the contract's defaults).
-#[derive(Debug, Clone)]
-pub struct ZipLimits {
-    pub max_entries: usize,
-    pub max_bytes: u64,
-    pub max_ratio: u64,
-}
-
-impl Default for ZipLimits {
-    fn default() -> Self {
-        ZipLimits {
-            max_entries: 10_000,
-            max_bytes: 4 << 30,
-            max_ratio: 200,
-        }
-    }
-}
+pub use crate::settings::ZipLimits;
 
 /// Entries smaller than this are not held to the ratio limit (tiny text compresses well).
 const RATIO_FLOOR: u64 = 1 << 20;
@@ -285,6 +269,19 @@ fn res_tree_is_sound(res: &[(usize, String)]) -> Result<(), String> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// Offers an extracted bundle to the plugins `e` uses, in the order its file lists them,
+/// until one refuses it.
+pub async fn offer(
+    plugins: &crate::plugins::Registry,
+    e: &crate::schema::Entity,
+    archive: &mut crate::plugins::Archive<'_>,
+) -> Result<(), UploadError> {
+    for (p, settings) in plugins.of(e) {
+        p.on_archive(settings, archive).await?;
     }
     Ok(())
 }

@@ -6,14 +6,18 @@ use super::run::{Sink, rows};
 use crate::jobs::Jobs;
 use crate::jobs::kinds::{JobKind, KindId};
 use crate::jobs::record::Request;
+use crate::plugins::Registry;
 use crate::storage::StorageError;
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// CSV uploads, background or synchronous.
-pub struct Upload;
+/// CSV uploads, background or synchronous, run with the plugins of `plugins`.
+pub struct Upload {
+    pub plugins: Arc<Registry>,
+}
 
 #[async_trait::async_trait]
 impl JobKind for Upload {
@@ -31,7 +35,7 @@ impl JobKind for Upload {
         jobs.log(&req.rid, &format!("{what} (worker {})", jobs.worker_id))
             .await?;
         match jobs.caller_of(req.user_id).await? {
-            Some(caller) => rows(jobs, &req, &caller, Sink::Details, stop).await,
+            Some(caller) => rows(jobs, &self.plugins, &req, &caller, Sink::Details, stop).await,
             None => {
                 let (_, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
                 jobs.finish(&req, 403, "text/plain", &rel).await

@@ -12,6 +12,7 @@ use crate::engine::{Call, CallError, Caller};
 use crate::jobs::queue::{add_detail, add_details};
 use crate::jobs::record::Request;
 use crate::jobs::{ChunkEnd, Jobs};
+use crate::plugins::Registry;
 use crate::storage::StorageError;
 use std::io::{Seek, Write};
 use tokio::sync::{mpsc, watch};
@@ -41,6 +42,7 @@ pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
 /// Runs the rows of `req` from where it stopped, then finishes it.
 pub async fn rows(
     jobs: &Jobs,
+    plugins: &Registry,
     req: &Request,
     caller: &Caller,
     sink: Sink,
@@ -73,10 +75,10 @@ pub async fn rows(
     // Why no row runs at all (a bundle's start failed).
     let mut refused: Option<String> = None;
     if plan.bundle.is_some() {
-        refused = start_bundle(jobs, req, caller, &entity, &mut plan).await?;
+        refused = start_bundle(jobs, plugins, req, caller, &entity, &mut plan).await?;
     }
     let hooks: Vec<_> = match &plan.bundle {
-        Some(b) => crate::plugins::registry()
+        Some(b) => plugins
             .of(&entity)
             .map(|(p, s)| {
                 (
@@ -247,6 +249,7 @@ pub async fn rows(
 /// runs then. After contention the whole start runs again from the state it began with.
 async fn start_bundle(
     jobs: &Jobs,
+    plugins: &Registry,
     req: &Request,
     caller: &Caller,
     entity: &crate::schema::Entity,
@@ -255,7 +258,7 @@ async fn start_bundle(
     let mut retry = Retry::new("upload start");
     loop {
         let mut attempt = plan.clone();
-        match try_start(jobs, req, caller, entity, &mut attempt).await {
+        match try_start(jobs, plugins, req, caller, entity, &mut attempt).await {
             Ok(refused) => {
                 *plan = attempt;
                 return Ok(refused);
@@ -269,6 +272,7 @@ async fn start_bundle(
 /// One attempt at [`start_bundle`].
 async fn try_start(
     jobs: &Jobs,
+    plugins: &Registry,
     req: &Request,
     caller: &Caller,
     entity: &crate::schema::Entity,
@@ -278,7 +282,7 @@ async fn try_start(
     let mut tx = jobs.storage.begin().await?;
     let bundle = plan.bundle.as_mut().expect("a bundle");
     let mut notes = Vec::new();
-    for (p, settings) in crate::plugins::registry().of(entity) {
+    for (p, settings) in plugins.of(entity) {
         let mut state = bundle.get(p.name()).cloned().unwrap_or_default();
         let mut start = crate::plugins::Start {
             engine: &jobs.engine,

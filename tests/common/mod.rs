@@ -4,6 +4,7 @@
 
 pub mod process;
 
+use entiserve::plugins::Registry;
 use entiserve::settings::Settings;
 use reqwest::{Client, Method, RequestBuilder, Response};
 use serde_json::Value as Json;
@@ -102,6 +103,11 @@ pub async fn spawn_app() -> TestApp {
 /// Starts a server; `adjust` may change the settings (its entities dir is a copy of the
 /// shipped one, free to edit).
 pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_with_plugins(Registry::builtin(), adjust).await
+}
+
+/// [`spawn_with`], the server built with the plugins of `plugins`.
+pub async fn spawn_with_plugins(plugins: Registry, adjust: impl FnOnce(&mut Settings)) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
     let entities = dir.path().join("entities");
     std::fs::create_dir_all(&entities).unwrap();
@@ -111,11 +117,23 @@ pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     }
     let (mut s, db) = test_settings(dir.path(), &entities).await;
     adjust(&mut s);
-    start(dir, entities, s, db).await
+    start_with(dir, entities, s, db, plugins).await
 }
 
 pub async fn start(dir: TempDir, entities: PathBuf, s: Settings, db: Option<PgDb>) -> TestApp {
-    let app = entiserve::App::build(s).await.expect("server builds");
+    start_with(dir, entities, s, db, Registry::builtin()).await
+}
+
+async fn start_with(
+    dir: TempDir,
+    entities: PathBuf,
+    s: Settings,
+    db: Option<PgDb>,
+    plugins: Registry,
+) -> TestApp {
+    let app = entiserve::App::build_with(s, plugins)
+        .await
+        .expect("server builds");
     let base = format!("http://{}", app.addr());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let handle = tokio::spawn(async move {
