@@ -17,6 +17,16 @@ impl CatalogHandle {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Makes `c` the current catalog if `current` still is; says whether it did.
+    pub fn replace_if(&self, current: &Arc<Catalog>, c: Catalog) -> bool {
+        let mut slot = self.0.write().unwrap_or_else(|p| p.into_inner());
+        if !Arc::ptr_eq(&slot, current) {
+            return false;
+        }
+        *slot = Arc::new(c);
+        true
+    }
+
     /// Makes `c` the current catalog.
     pub fn store(&self, c: Catalog) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(c);

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod client;
 pub mod csvsafe;
 pub mod engine;
+pub mod evolve;
 pub mod files;
 pub mod http;
 pub mod input;
@@ -33,6 +34,14 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use settings::Settings;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// How this server names itself in the history of entity changes: host, process, address.
+pub fn server_name(settings: &Settings) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{host} pid {} on {}", std::process::id(), settings.bind)
+}
 
 /// Background workers per server.
 const WORKERS: usize = 2;
@@ -76,9 +85,23 @@ impl App {
         let storage = storage::connect(&url)
             .await
             .with_context(|| format!("cannot open the database {}", storage::redact(&url)))?;
-        storage::ddl::apply(storage.as_ref(), &catalog)
-            .await
-            .context("cannot prepare the entity tables")?;
+        let outcome = evolve::run(
+            storage.as_ref(),
+            &catalog,
+            evolve::Mode::Apply,
+            &server_name(&settings),
+        )
+        .await?;
+        if !outcome.refusals.is_empty() {
+            let lines: Vec<String> = outcome.refusals.iter().map(|r| r.to_string()).collect();
+            anyhow::bail!(
+                "the entity definitions would hide or lose stored data; nothing was changed (`entiserve plan` shows every step):\n{}",
+                lines.join("\n")
+            );
+        }
+        for step in &outcome.steps {
+            tracing::info!(%step, "entity tables changed");
+        }
         let auth = Arc::new(auth::Auth::new(
             storage.clone(),
             settings.signin_free_failures,
@@ -89,7 +112,8 @@ impl App {
             storage.clone(),
             Arc::new(move |id| forget.cache.forget_user(id)),
             plugins.clone(),
-        );
+        )
+        .named(server_name(&settings));
         let generated_admin_password = auth
             .bootstrap(&engine, settings.admin_password.clone())
             .await?;
@@ -155,6 +179,10 @@ impl App {
         let mut tasks = jobs.spawn_workers(WORKERS, stop_rx.clone());
         tasks.push(jobs.spawn_sweeper(stop_rx.clone()));
         tasks.push(spawn_token_purge(self.state.auth.clone(), stop_rx.clone()));
+        tasks.push(evolve::fleet::spawn(
+            self.state.engine.clone(),
+            stop_rx.clone(),
+        ));
         let entities = self.state.settings.entities_dir.clone();
         let engine = self.state.engine.clone();
         if !self.state.settings.built_in_entities {

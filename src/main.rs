@@ -55,6 +55,22 @@ enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Print what a start with these definitions would do to the tables (create, add, rename,
+    /// convert, check, refuse), changing nothing.
+    ///
+    /// Exit codes: 0 everything would apply, 1 something would be refused, 2 the definitions do
+    /// not compile.
+    Plan {
+        /// Directory of the SQLite file [as for serve].
+        #[arg(long, env = "ENTISERVE_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        /// Directory of entity YAML files [as for serve].
+        #[arg(long, env = "ENTISERVE_ENTITIES")]
+        entities: Option<PathBuf>,
+        /// sqlite:... or postgres://...; default: SQLite in the data directory.
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: Option<String>,
+    },
     /// Print the JSON Schema (2020-12) of the entity file format, for editors that check YAML
     /// as it is typed (yaml-language-server and others).
     EntitySchema,
@@ -135,6 +151,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { entities } => check(entities),
         Command::Init { dir } => init(&dir),
+        Command::Plan {
+            data_dir,
+            entities,
+            database_url,
+        } => plan(data_dir, entities, database_url),
         Command::EntitySchema => {
             let schema = entiserve::schema::format::json_schema(
                 &entiserve::plugins::Registry::builtin().names(),
@@ -210,6 +231,36 @@ fn entities_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
             let built_in = !dir.is_dir();
             (dir, built_in)
         }
+    }
+}
+
+fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<String>) -> ExitCode {
+    let (dir, built_in) = entities_dir(entities);
+    let plugins = entiserve::plugins::Registry::builtin().names();
+    let compiled = if built_in {
+        entiserve::schema::compile_sources(&entiserve::shipped::sources(), &plugins)
+    } else {
+        entiserve::schema::compile_dir(&dir, &plugins)
+    };
+    let catalog = match compiled {
+        Ok(c) => c,
+        Err(diags) => {
+            for d in diags {
+                println!("{d}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let mut s = Settings::new(data_dir, dir);
+    s.database_url = database_url.filter(|u| !u.is_empty());
+    let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let (report, verdict) =
+        rt.block_on(entiserve::evolve::report::plan(&catalog, &s.database_url()));
+    print!("{report}");
+    match verdict {
+        entiserve::evolve::report::Verdict::Applies => ExitCode::SUCCESS,
+        entiserve::evolve::report::Verdict::Refused => ExitCode::FAILURE,
+        entiserve::evolve::report::Verdict::DoesNotCompile => ExitCode::from(2),
     }
 }
 

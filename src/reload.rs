@@ -5,94 +5,31 @@
 //! SIGHUP.
 
 use crate::engine::Engine;
-use crate::schema::{Catalog, ColType, Entity, FieldType};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Compiles `dir` and makes it the catalog in force, or says why not (every message).
+/// Compiles `dir` and makes it the catalog in force, or says why not (every message): the
+/// same comparison with the database as at start ([`crate::evolve`]), applied in one
+/// transaction before the swap.
 pub async fn reload(engine: &Engine, dir: &Path) -> Result<(), Vec<String>> {
     let new = crate::schema::compile_dir(dir, &engine.hooks.names())
         .map_err(|d| d.iter().map(|d| d.to_string()).collect::<Vec<_>>())?;
-    let old = engine.catalog.load();
-    let problems = destructive(engine, &old, &new).await;
-    if !problems.is_empty() {
-        return Err(problems);
+    let outcome = crate::evolve::run(
+        engine.storage.as_ref(),
+        &new,
+        crate::evolve::Mode::Apply,
+        &engine.server,
+    )
+    .await
+    .map_err(|e| vec![e.to_string()])?;
+    if !outcome.refusals.is_empty() {
+        return Err(outcome.refusals.iter().map(|r| r.to_string()).collect());
     }
-    crate::storage::ddl::apply(engine.storage.as_ref(), &new)
-        .await
-        .map_err(|e| vec![format!("cannot change the tables: {e}")])?;
+    for step in &outcome.steps {
+        tracing::info!(%step, "entity tables changed");
+    }
     engine.catalog.store(new);
     Ok(())
-}
-
-/// Changes from `old` to `new` that would lose data.
-async fn destructive(engine: &Engine, old: &Catalog, new: &Catalog) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, before) in &old.entities {
-        match new.get(name) {
-            None => {
-                if has_rows(engine, name).await {
-                    out.push(format!(
-                        "{}: entity `{name}` was removed but its table has rows; delete them first (data is never dropped)",
-                        before.source.display()
-                    ));
-                }
-            }
-            Some(after) => out.extend(field_changes(before, after)),
-        }
-    }
-    out
-}
-
-fn field_changes(before: &Entity, after: &Entity) -> Vec<String> {
-    let file = after.source.display();
-    let mut out = Vec::new();
-    for f in &before.fields {
-        let Some(g) = after.field(&f.name) else {
-            if !after.allow_destructive {
-                out.push(format!(
-                    "{file}: field `{}.{}` was removed; add `allow_destructive: true` to stop serving it (its column and data stay)",
-                    after.name, f.name
-                ));
-            }
-            continue;
-        };
-        if f.ty.col_type() != g.ty.col_type() {
-            out.push(format!(
-                "{file}: field `{}.{}` changed from {} to {}, which its stored values cannot follow; add a new field instead",
-                after.name, f.name, f.ty.name(), g.ty.name()
-            ));
-            continue;
-        }
-        let narrowed = !widens(&f.ty, &g.ty)
-            || matches!((f.max_length, g.max_length), (None, Some(_)))
-            || matches!((f.max_length, g.max_length), (Some(x), Some(y)) if y < x);
-        if narrowed && !after.allow_destructive {
-            out.push(format!(
-                "{file}: field `{}.{}` was narrowed (type {} to {}, or a shorter max_length, or fewer enum values); add `allow_destructive: true` if existing values may no longer fit",
-                after.name, f.name, f.ty.name(), g.ty.name()
-            ));
-        }
-    }
-    out
-}
-
-/// Whether every value of type `a` is also a valid value of type `b`.
-fn widens(a: &FieldType, b: &FieldType) -> bool {
-    match (a, b) {
-        (FieldType::Enum(x), FieldType::Enum(y)) => x.iter().all(|v| y.contains(v)),
-        (FieldType::Reference(x), FieldType::Reference(y)) => x == y,
-        (FieldType::Reference(_), FieldType::Integer) => true,
-        (a, FieldType::String | FieldType::Text) => a.col_type() == ColType::Text,
-        (a, b) => a == b,
-    }
-}
-
-async fn has_rows(engine: &Engine, table: &str) -> bool {
-    let mut pool = crate::storage::PoolExec(engine.storage.as_ref());
-    crate::storage::entity::has_rows(&mut pool, engine.storage.dialect(), table)
-        .await
-        .unwrap_or(true)
 }
 
 async fn reload_and_log(engine: &Engine, dir: &Path, why: &str) {

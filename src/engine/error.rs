@@ -8,12 +8,15 @@ use std::collections::BTreeMap;
 pub enum CallError {
     /// No entity of that name.
     UnknownEntity(String),
+    /// Another server on the database changed this entity's definition.
+    ChangedElsewhere(String),
     /// No object with that id.
     NotFound { entity: String, id: i64 },
     /// The caller's role does not allow this.
     Forbidden(String),
     /// The payload names fields the entity does not have.
-    UnknownFields(Vec<String>),
+    /// Names the entity does not have, each with the nearest field name when one is close.
+    UnknownFields(Vec<(String, Option<String>)>),
     /// Values of the wrong type or shape; field name -> problem.
     Invalid {
         description: String,
@@ -47,6 +50,7 @@ impl CallError {
             | CallError::InvalidReference { .. } => 400,
             CallError::Conflict { .. } | CallError::Referenced { .. } => 409,
             CallError::Internal => 500,
+            CallError::ChangedElsewhere(_) => 503,
         }
     }
 
@@ -60,16 +64,26 @@ impl CallError {
             CallError::Conflict { .. } => "conflict",
             CallError::Referenced { .. } => "referenced",
             CallError::Internal => "internal_error",
+            CallError::ChangedElsewhere(_) => "unavailable",
         }
     }
 
     pub fn description(&self) -> String {
         match self {
             CallError::UnknownEntity(e) => format!("there is no resource `{e}`"),
+            CallError::ChangedElsewhere(e) => format!(
+                "another server on this database changed the definition of `{e}`; this server serves it again once its own entity files match (reload it)"
+            ),
             CallError::NotFound { entity, id } => format!("{entity} {id} does not exist"),
             CallError::Forbidden(why) => why.clone(),
             CallError::UnknownFields(f) => {
-                let names: Vec<String> = f.iter().map(|n| format!("`{n}`")).collect();
+                let names: Vec<String> = f
+                    .iter()
+                    .map(|(n, hint)| match hint {
+                        Some(h) => format!("`{n}` (did you mean `{h}`?)"),
+                        None => format!("`{n}`"),
+                    })
+                    .collect();
                 format!("unknown field {}", names.join(", "))
             }
             CallError::Invalid { description, .. } => description.clone(),
@@ -98,7 +112,13 @@ impl CallError {
         let pairs: Vec<(String, String)> = match self {
             CallError::UnknownFields(f) => f
                 .iter()
-                .map(|n| (n.clone(), "unknown field".into()))
+                .map(|(n, hint)| {
+                    let what = match hint {
+                        Some(h) => format!("unknown field; did you mean `{h}`?"),
+                        None => "unknown field".into(),
+                    };
+                    (n.clone(), what)
+                })
                 .collect(),
             CallError::Invalid { fields, .. } => fields.clone().into_iter().collect(),
             CallError::InvalidReference { field: Some(f) } => {
@@ -122,5 +142,40 @@ impl CallError {
             b["fields"] = Json::Object(f);
         }
         b
+    }
+}
+
+impl CallError {
+    /// `names` are not fields of `e` (or not ones a client may name): each with the nearest
+    /// field name as a hint.
+    pub fn unknown_fields(e: &crate::schema::Entity, names: Vec<String>) -> CallError {
+        CallError::UnknownFields(
+            names
+                .into_iter()
+                .map(|n| {
+                    let known = e
+                        .fields
+                        .iter()
+                        .filter(|f| !f.secret)
+                        .map(|f| f.name.as_str());
+                    let hint = crate::schema::format::nearest(&n, known).map(str::to_string);
+                    (n, hint)
+                })
+                .collect(),
+        )
+    }
+}
+
+impl crate::schema::Catalog {
+    /// The entity a call names, if this server may serve it now.
+    pub fn entity(&self, name: &str) -> Result<std::sync::Arc<crate::schema::Entity>, CallError> {
+        let e = self
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CallError::UnknownEntity(name.to_string()))?;
+        if self.changed_elsewhere.contains(name) {
+            return Err(CallError::ChangedElsewhere(name.to_string()));
+        }
+        Ok(e)
     }
 }

@@ -87,6 +87,8 @@ pub struct Engine {
     writer: Option<group::Queue>,
     /// Admission of list pages (see [`read`]): point reads never wait for it.
     lists: Arc<tokio::sync::Semaphore>,
+    /// How this server names itself in the history of entity changes.
+    pub server: Arc<str>,
 }
 
 impl Engine {
@@ -104,11 +106,18 @@ impl Engine {
             hooks,
             writer: None,
             lists: Arc::new(tokio::sync::Semaphore::new(read::list_admission())),
+            server: Arc::from("this server"),
         };
         if e.storage.dialect() == crate::storage::Dialect::Sqlite {
             e.writer = Some(group::spawn(e.clone()));
         }
         e
+    }
+
+    /// The engine, naming its server `server` in the history of entity changes.
+    pub fn named(mut self, server: String) -> Engine {
+        self.server = Arc::from(server);
+        self
     }
 
     /// Runs one call: in a shared group-commit transaction on SQLite, in its own transaction

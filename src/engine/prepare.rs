@@ -92,10 +92,7 @@ pub async fn prepare_at(
     call: Call,
     now: &str,
 ) -> Result<Prepared, CallError> {
-    let entity = catalog
-        .get(&call.entity)
-        .cloned()
-        .ok_or_else(|| CallError::UnknownEntity(call.entity.clone()))?;
+    let entity = catalog.entity(&call.entity)?;
     let e = entity.as_ref();
     let mut call = call;
     hooks.before_call(e, caller, &mut call)?;
@@ -160,7 +157,7 @@ pub async fn prepare_at(
         .cloned()
         .collect();
     if !unknown.is_empty() {
-        return Err(CallError::UnknownFields(unknown));
+        return Err(CallError::unknown_fields(e, unknown));
     }
     for k in params.keys() {
         let f = e.field(k).expect("checked above");
@@ -208,7 +205,7 @@ pub async fn prepare_at(
         } else if let Some(problem) = string_problem(e, &field, &instance) {
             problem
         } else {
-            field_problem(&err)
+            field_problem(e.field(&field), &err)
         };
         bad.entry(field).or_insert(msg);
     }
@@ -308,13 +305,49 @@ fn string_problem(e: &Entity, field: &str, instance: &Json) -> Option<String> {
 
 /// The text of a schema error; for an optional field (`anyOf: [<the field's schema>, null]`)
 /// the problem with the field's own schema rather than "not valid under any of the schemas".
-fn field_problem(err: &jsonschema::ValidationError) -> String {
-    if let jsonschema::error::ValidationErrorKind::AnyOf { context } = err.kind()
-        && let Some(own) = context.first().and_then(|errors| errors.first())
-    {
-        return own.to_string();
+fn field_problem(f: Option<&crate::schema::Field>, err: &jsonschema::ValidationError) -> String {
+    let own = match err.kind() {
+        jsonschema::error::ValidationErrorKind::AnyOf { context } => {
+            context.first().and_then(|errors| errors.first())
+        }
+        _ => None,
     }
-    err.to_string()
+    .unwrap_or(err);
+    f.and_then(|f| plain_problem(f, own.kind()))
+        .unwrap_or_else(|| own.to_string())
+}
+
+/// What a value of field `f` must be, in the words of someone filling in a form, for the
+/// schema errors that have such words.
+fn plain_problem(
+    f: &crate::schema::Field,
+    kind: &jsonschema::error::ValidationErrorKind,
+) -> Option<String> {
+    use jsonschema::error::ValidationErrorKind as K;
+    let must = match (kind, &f.ty) {
+        (K::MaxLength { limit }, _) => format!("at most {limit} characters"),
+        (
+            K::Type { .. }
+            | K::Minimum { .. }
+            | K::Maximum { .. }
+            | K::Format { .. }
+            | K::Pattern { .. },
+            ty,
+        ) => match ty {
+            FieldType::String | FieldType::Text => "text".to_string(),
+            FieldType::Integer => "a whole number such as 42".to_string(),
+            FieldType::Decimal => "a decimal number such as 12.50".to_string(),
+            FieldType::Boolean => "true or false".to_string(),
+            FieldType::Date => "a date such as 2026-11-25".to_string(),
+            FieldType::Datetime => "a date and time such as 2026-11-25 14:30:00".to_string(),
+            FieldType::Enum(values) => format!("one of: {}", values.join(", ")),
+            FieldType::Reference(target) => {
+                format!("the id of a `{target}` object (a whole number from 1)")
+            }
+        },
+        _ => return None,
+    };
+    Some(format!("`{}` must be {must}", f.name))
 }
 
 /// What is wrong with a secret's value, without the value.

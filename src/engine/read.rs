@@ -42,11 +42,7 @@ pub struct Page {
 
 impl Engine {
     fn entity(&self, name: &str) -> Result<Arc<Entity>, CallError> {
-        self.catalog
-            .load()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| CallError::UnknownEntity(name.to_string()))
+        self.catalog.load().entity(name)
     }
 
     /// One object.
@@ -110,7 +106,7 @@ impl Engine {
                     value: Value::text(v),
                 }),
                 _ => match e.field(&k) {
-                    Some(f) if f.secret => return Err(CallError::UnknownFields(vec![k])),
+                    Some(f) if f.secret => return Err(CallError::UnknownFields(vec![(k, None)])),
                     Some(f)
                         if v.trim().is_empty()
                             && !matches!(
@@ -124,7 +120,7 @@ impl Engine {
                         ));
                     }
                     Some(_) => typed_filters.push((k, v)),
-                    None => return Err(CallError::UnknownFields(vec![k])),
+                    None => return Err(CallError::unknown_fields(&e, vec![k])),
                 },
             }
         }

@@ -3,7 +3,7 @@
 
 use super::locate::Locator;
 use super::raw::{self, RawEntity};
-use super::{Catalog, Entity, FieldType, json_schema, value};
+use super::{Catalog, Entity, Field, FieldType, json_schema, value};
 use indexmap::IndexMap;
 use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
@@ -139,8 +139,8 @@ pub fn compile_sources(
     };
     let mut entities = IndexMap::new();
     for i in order {
-        let (raw, path, _) = &parsed[i];
-        match build(raw, path) {
+        let (raw, path, loc) = &parsed[i];
+        match build(raw, path, loc) {
             Ok(e) => {
                 entities.insert(e.name.clone(), Arc::new(e));
             }
@@ -152,7 +152,10 @@ pub fn compile_sources(
         }
     }
     if diags.is_empty() {
-        Ok(Catalog { entities })
+        Ok(Catalog {
+            entities,
+            changed_elsewhere: Default::default(),
+        })
     } else {
         Err(diags)
     }
@@ -270,7 +273,7 @@ fn dependency_order(parsed: &[(RawEntity, PathBuf, Locator)]) -> Result<Vec<usiz
     Ok(order)
 }
 
-fn build(raw: &RawEntity, path: &Path) -> Result<Entity, String> {
+fn build(raw: &RawEntity, path: &Path, loc: &Locator) -> Result<Entity, String> {
     let create_schema = json_schema::payload_schema(&raw.name, &raw.fields, true);
     let update_schema = json_schema::payload_schema(&raw.name, &raw.fields, false);
     let compile = |s: &Json| {
@@ -281,11 +284,20 @@ fn build(raw: &RawEntity, path: &Path) -> Result<Entity, String> {
     };
     Ok(Entity {
         name: raw.name.clone(),
-        fields: raw.fields.clone(),
+        fields: raw
+            .fields
+            .iter()
+            .map(|f| Field {
+                line: loc.line(&["fields", &f.name]),
+                ..f.clone()
+            })
+            .collect(),
         access: raw.access.clone(),
         plugins: raw.plugins.clone(),
         allow_destructive: raw.allow_destructive,
+        renamed_from: raw.renamed_from.clone(),
         source: path.to_path_buf(),
+        line: loc.line(&["name"]),
         create_validator: compile(&create_schema)?,
         update_validator: compile(&update_schema)?,
         create_schema,

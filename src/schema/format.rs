@@ -35,6 +35,10 @@ pub const ENTITY_KEYS: &[Key] = &[
         "allow_destructive",
         "true to allow a change that gives stored data up",
     ),
+    key(
+        "renamed_from",
+        "the entity's previous name: its table and rows are kept under the new one",
+    ),
 ];
 
 /// The keys of `access`.
@@ -65,6 +69,10 @@ pub const FIELD_KEYS: &[Key] = &[
     ),
     key("write", "the role that may set the field: user or admin"),
     key("description", "what the field holds, for the API document"),
+    key(
+        "renamed_from",
+        "the field's previous name: its column and values are kept under the new one",
+    ),
 ];
 
 /// The field types and what their values are.
@@ -155,6 +163,7 @@ pub fn json_schema(plugins: &[&str]) -> Json {
         "entity" => json!({"type": "string", "pattern": IDENTIFIER}),
         "write" => role.clone(),
         "description" => json!({"type": "string"}),
+        "renamed_from" => json!({"type": "string", "pattern": IDENTIFIER}),
         _ => json!({}),
     });
     let only_for = |key: &str, types: &[&str]| {
@@ -187,6 +196,7 @@ pub fn json_schema(plugins: &[&str]) -> Json {
             ]}
         }),
         "allow_destructive" => json!({"type": "boolean"}),
+        "renamed_from" => json!({"type": "string", "pattern": IDENTIFIER}),
         _ => json!({}),
     });
     json!({

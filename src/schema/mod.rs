@@ -125,6 +125,10 @@ pub struct Field {
     /// Role needed to set this field (beyond the entity's write role).
     pub write_role: Option<Role>,
     pub description: Option<String>,
+    /// The name the field had before (`renamed_from`): its column and values are kept.
+    pub renamed_from: Option<String>,
+    /// Where the field is defined in its file.
+    pub line: usize,
 }
 
 /// Who may do what with an entity.
@@ -153,7 +157,11 @@ pub struct Entity {
     pub access: Access,
     pub plugins: Vec<PluginRef>,
     pub allow_destructive: bool,
+    /// The name the entity had before (`renamed_from`): its table and rows are kept.
+    pub renamed_from: Option<String>,
     pub source: PathBuf,
+    /// The line of the entity's `name` (or its first line).
+    pub line: usize,
     /// JSON Schema of a create payload, and its compiled validator.
     pub create_schema: Json,
     pub create_validator: jsonschema::Validator,
@@ -200,9 +208,12 @@ impl Entity {
 }
 
 /// The validated set of entities, in a stable order (references before referrers).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Catalog {
     pub entities: IndexMap<String, Arc<Entity>>,
+    /// Entities whose definition another server sharing the database has changed since this
+    /// catalog was applied: their calls answer 503 until this server's own files match.
+    pub changed_elsewhere: std::collections::BTreeSet<String>,
 }
 
 impl Catalog {

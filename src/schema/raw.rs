@@ -13,12 +13,19 @@ pub struct RawEntity {
     pub access: Access,
     pub plugins: Vec<PluginRef>,
     pub allow_destructive: bool,
+    pub renamed_from: Option<String>,
 }
 
 /// Names taken by built-in routes, and by the tables that keep row counts.
 /// Built-in tables an entity's table would collide with; the fixed routes reserve their own
 /// names ([`crate::routes::reserved_names`]).
-const RESERVED_TABLES: &[&str] = &["files", "entity_counts", "entity_count_deltas"];
+const RESERVED_TABLES: &[&str] = &[
+    "files",
+    "entity_counts",
+    "entity_count_deltas",
+    "entity_definitions",
+    "entity_changes",
+];
 
 /// A problem and the key path it belongs to.
 pub struct Problem {
@@ -93,6 +100,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
         }
     };
     let plugins = read_plugins(map.get("plugins"), &mut sink);
+    let renamed_from = read_renamed_from(map.get("renamed_from"), &["renamed_from"], &mut sink);
     let mut fields = Vec::new();
     match map.get("fields") {
         Some(Yaml::Mapping(fm)) => {
@@ -118,6 +126,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
         access,
         plugins,
         allow_destructive,
+        renamed_from,
     };
     (Some(entity), sink.0)
 }
@@ -386,6 +395,11 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
             }
         },
     };
+    let renamed_from = read_renamed_from(
+        m.get("renamed_from"),
+        &["fields", name, "renamed_from"],
+        sink,
+    );
     let description = m
         .get("description")
         .and_then(Yaml::as_str)
@@ -400,7 +414,23 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
         secret,
         write_role,
         description,
+        renamed_from,
+        line: 0,
     })
+}
+
+/// A `renamed_from: <old name>`: an identifier.
+fn read_renamed_from(v: Option<&Yaml>, at: &[&str], sink: &mut Sink) -> Option<String> {
+    match v? {
+        Yaml::String(s) if is_identifier(s) => Some(s.clone()),
+        _ => {
+            sink.push(
+                at,
+                "`renamed_from` must be the old name: lowercase letters, digits and `_`",
+            );
+            None
+        }
+    }
 }
 
 fn yaml_scalar_string(v: &Yaml) -> Option<String> {

@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0004_token_tag.sql"),
         include_str!("../../migrations/postgres/0004_token_tag.sql"),
     ),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_entity_definitions.sql"),
+        include_str!("../../migrations/postgres/0005_entity_definitions.sql"),
+    ),
 ];
 
 pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {

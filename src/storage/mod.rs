@@ -6,7 +6,9 @@ pub mod auth;
 pub mod contention;
 pub mod counts;
 pub mod ddl;
+pub mod definitions;
 pub mod entity;
+pub mod evolve;
 pub mod idempotency;
 mod lanes;
 pub mod lock;
@@ -197,6 +199,9 @@ pub trait Storage: Send + Sync + 'static {
     async fn table_columns(&self, table: &str) -> Result<Vec<String>>;
     /// Runs several statements (DDL) in one transaction.
     async fn batch_ddl(&self, statements: &[String]) -> Result<()>;
+    /// Tells the storage that a transaction changed the tables (readers that cache statements
+    /// prepare them again).
+    fn schema_changed(&self) {}
     /// Closes every connection.
     async fn close(&self);
 }
@@ -204,6 +209,13 @@ pub trait Storage: Send + Sync + 'static {
 /// Opens the backend a URL names (`sqlite:` or `postgres:`) and brings its fixed tables up to
 /// date.
 pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Storage>> {
+    let storage = open(url).await?;
+    migrate::run(storage.as_ref()).await?;
+    Ok(storage)
+}
+
+/// Opens the backend a URL names, changing nothing.
+pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Storage>> {
     let storage: Arc<dyn Storage> =
         if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             Arc::new(postgres::PgStorage::connect(url).await?)
@@ -215,7 +227,6 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Storage>> {
                 redact(url)
             );
         };
-    migrate::run(storage.as_ref()).await?;
     Ok(storage)
 }
 

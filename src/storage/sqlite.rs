@@ -322,6 +322,10 @@ impl Storage for SqliteStorage {
         Ok(())
     }
 
+    fn schema_changed(&self) {
+        self.schema.fetch_add(1, Ordering::AcqRel);
+    }
+
     async fn close(&self) {
         let c = self.writer.lock().await;
         let _ = c.execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(PASSIVE);");
