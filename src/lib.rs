@@ -5,6 +5,7 @@
 //! listener; [`App::run_until`] serves until a shutdown signal.
 
 pub mod auth;
+pub mod backup;
 pub mod catalog;
 pub mod client;
 pub mod csvsafe;
@@ -183,6 +184,13 @@ impl App {
             self.state.engine.clone(),
             stop_rx.clone(),
         ));
+        if let Some(to) = self.state.settings.backup_to.clone() {
+            tasks.push(backup::schedule::spawn(
+                &self.state.settings,
+                to,
+                stop_rx.clone(),
+            ));
+        }
         let entities = self.state.settings.entities_dir.clone();
         let engine = self.state.engine.clone();
         if !self.state.settings.built_in_entities {

@@ -71,6 +71,39 @@ enum Command {
         #[arg(long, env = "DATABASE_URL")]
         database_url: Option<String>,
     },
+    /// Back up an installation while its server runs: a consistent snapshot of the SQLite
+    /// database and every file of the data directory, with a manifest of checksums written
+    /// last. Prints the new backup's location as its last line; exits 0 only when it is
+    /// complete. With --list, prints the complete backups of TARGET, one a line.
+    Backup {
+        /// The directory backups go into (one folder each).
+        #[arg(long)]
+        to: PathBuf,
+        /// List the complete backups instead of taking one.
+        #[arg(long)]
+        list: bool,
+        /// Directory of the SQLite file and stored files [as for serve].
+        #[arg(long, env = "ENTISERVE_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        /// sqlite:... or postgres://... [as for serve]; on PostgreSQL only the files are
+        /// copied (back the database up with pg_dump or pgBackRest).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: Option<String>,
+    },
+    /// Restore a backup into an empty data directory, after checking every checksum; exits 0
+    /// only when the installation is whole.
+    Restore {
+        /// The backup's folder (as `backup` printed it).
+        #[arg(long)]
+        from: PathBuf,
+        /// The new data directory: absent or empty.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// postgres://... when the installation's database is PostgreSQL (restored with its own
+        /// tools); only the files are restored then.
+        #[arg(long)]
+        database_url: Option<String>,
+    },
     /// Print the JSON Schema (2020-12) of the entity file format, for editors that check YAML
     /// as it is typed (yaml-language-server and others).
     EntitySchema,
@@ -143,6 +176,35 @@ struct Limits {
     /// Most bytes one upload may store (one-page PDFs and res/ files together).
     #[arg(long, env = "ENTISERVE_MAX_UPLOAD_STORE_BYTES", default_value_t = 1 << 30)]
     max_upload_store_bytes: u64,
+    /// Take a backup into this directory on a schedule (see `entiserve backup`).
+    #[arg(long, env = "ENTISERVE_BACKUP_TO")]
+    backup_to: Option<PathBuf>,
+    /// Time between scheduled backups: 30s, 15m, 6h, 1d.
+    #[arg(long, env = "ENTISERVE_BACKUP_EVERY", default_value = "1d", value_parser = parse_duration)]
+    backup_every: std::time::Duration,
+    /// Complete scheduled backups to keep; older ones are removed.
+    #[arg(long, env = "ENTISERVE_BACKUP_KEEP", default_value_t = 7)]
+    backup_keep: usize,
+}
+
+/// `30s`, `15m`, `6h`, `1d`, or plain seconds.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration such as 6h"))?;
+    let secs = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => return Err(format!("`{s}`: use s, m, h or d")),
+    };
+    if n == 0 {
+        return Err("a duration must be more than 0".into());
+    }
+    Ok(std::time::Duration::from_secs(n * secs))
 }
 
 fn main() -> ExitCode {
@@ -156,6 +218,17 @@ fn main() -> ExitCode {
             entities,
             database_url,
         } => plan(data_dir, entities, database_url),
+        Command::Backup {
+            to,
+            list,
+            data_dir,
+            database_url,
+        } => backup(to, list, data_dir, database_url),
+        Command::Restore {
+            from,
+            data_dir,
+            database_url,
+        } => restore(&from, &data_dir, database_url),
         Command::EntitySchema => {
             let schema = entiserve::schema::format::json_schema(
                 &entiserve::plugins::Registry::builtin().names(),
@@ -203,6 +276,9 @@ fn main() -> ExitCode {
             s.header_timeout = std::time::Duration::from_secs(limits.header_timeout.max(1));
             s.max_streams_per_user = limits.max_streams_per_user;
             s.max_upload_store_bytes = limits.max_upload_store_bytes;
+            s.backup_to = limits.backup_to;
+            s.backup_every = limits.backup_every;
+            s.backup_keep = limits.backup_keep.max(1);
             s.bind = bind;
             s.database_url = database_url.filter(|u| !u.is_empty());
             s.dev = dev;
@@ -261,6 +337,57 @@ fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<Strin
         entiserve::evolve::report::Verdict::Applies => ExitCode::SUCCESS,
         entiserve::evolve::report::Verdict::Refused => ExitCode::FAILURE,
         entiserve::evolve::report::Verdict::DoesNotCompile => ExitCode::from(2),
+    }
+}
+
+fn backup(to: PathBuf, list: bool, data_dir: PathBuf, database_url: Option<String>) -> ExitCode {
+    if list {
+        for b in entiserve::backup::list(&to) {
+            println!("{}", b.display());
+        }
+        return ExitCode::SUCCESS;
+    }
+    let mut s = Settings::new(data_dir.clone(), PathBuf::from("./entities"));
+    s.database_url = database_url.filter(|u| !u.is_empty());
+    let inst = entiserve::backup::Installation {
+        data_dir,
+        database_url: s.database_url(),
+    };
+    match entiserve::backup::backup(&inst, &to) {
+        Ok(dir) => {
+            println!("{}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: the backup is not complete: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn restore(from: &std::path::Path, data_dir: &std::path::Path, url: Option<String>) -> ExitCode {
+    match entiserve::backup::restore(from, data_dir) {
+        Ok(m) => {
+            println!(
+                "restored the backup of {} into {}: {} files{}",
+                m.taken_dt,
+                data_dir.display(),
+                m.files.len(),
+                if m.database.is_some() {
+                    " and the SQLite database"
+                } else {
+                    ""
+                }
+            );
+            if let Some(pg) = m.postgres.or(url) {
+                println!("the database ({pg}) is restored with PostgreSQL's own tools");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: the restore is not complete: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

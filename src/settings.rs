@@ -53,6 +53,12 @@ pub struct Settings {
     pub pdf_max_pages: usize,
     /// Most Server-Sent-Events streams one user may hold open at once.
     pub max_streams_per_user: usize,
+    /// Where scheduled backups go ([`crate::backup`]); none when absent.
+    pub backup_to: Option<PathBuf>,
+    /// Time between scheduled backups.
+    pub backup_every: Duration,
+    /// Complete scheduled backups kept; older ones are removed.
+    pub backup_keep: usize,
     /// Most bytes one upload may store (one-page PDFs and `res/` files together).
     pub max_upload_store_bytes: u64,
     /// The `entiserve` executable that reads PDFs in a contained child process
@@ -85,6 +91,9 @@ impl Settings {
             zip: Default::default(),
             pdf_max_pages: 5000,
             max_streams_per_user: 16,
+            backup_to: None,
+            backup_every: Duration::from_secs(24 * 3600),
+            backup_keep: 7,
             max_upload_store_bytes: 1 << 30,
             helper_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("entiserve")),
         }

@@ -16,6 +16,7 @@ mod migrate;
 mod postgres;
 pub mod request_log;
 pub mod requests;
+pub mod snapshot;
 mod sql;
 mod sqlite;
 

@@ -54,7 +54,7 @@ impl JobKind for Upload {
             .await?
             .into_iter()
             .filter_map(|p| serde_json::from_value::<Plan>(p).ok())
-            .map(|p| p.utf8_path)
+            .map(|p| p.working_copy(&jobs.settings.data_dir))
             .collect();
         let dir = super::intake::work_dir(&jobs.settings.data_dir);
         let removed =

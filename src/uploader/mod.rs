@@ -54,6 +54,15 @@ impl Plan {
         encoding_rs::Encoding::for_label(self.encoding.as_bytes()).unwrap_or(encoding_rs::UTF_8)
     }
 
+    /// The working copy in this server's data directory: its name is kept, its folder is the
+    /// upload folder of `data_dir`, so a data directory restored elsewhere goes on with it.
+    pub fn working_copy(&self, data_dir: &std::path::Path) -> PathBuf {
+        match self.utf8_path.file_name() {
+            Some(name) => intake::work_dir(data_dir).join(name),
+            None => self.utf8_path.clone(),
+        }
+    }
+
     /// Name of the result file a client downloads.
     pub fn result_name(&self) -> String {
         format!("{}res.csv", self.file_name)

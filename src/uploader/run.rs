@@ -62,8 +62,9 @@ pub async fn rows(
     let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;
     let mut cursor = out.stream_position().map_err(io_err)? as i64;
     let (tx_rows, mut rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
+    let working_copy = plan.working_copy(&jobs.settings.data_dir);
     let reader = spawn_reader(
-        plan.utf8_path.clone(),
+        working_copy.clone(),
         plan.layout.separator,
         req.done as u64,
         tx_rows,
@@ -240,7 +241,7 @@ pub async fn rows(
         }
     }
     tracing::info!(rid = %req.rid, rows = done, elapsed_ms = started.elapsed().as_millis() as u64, "upload rows done");
-    let _ = std::fs::remove_file(&plan.utf8_path);
+    let _ = std::fs::remove_file(&working_copy);
     Ok(())
 }
 
