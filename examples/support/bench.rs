@@ -42,6 +42,12 @@ impl Stats {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         }
     }
+    /// The 99th percentile (nearest rank).
+    pub fn p99(&self) -> f64 {
+        let v = self.sorted();
+        let rank = ((v.len() as f64) * 0.99).ceil() as usize;
+        v[rank.clamp(1, v.len()) - 1]
+    }
     pub fn min(&self) -> f64 {
         self.sorted()[0]
     }

@@ -1,17 +1,23 @@
-//! A consistent copy of a live SQLite database: `VACUUM INTO` reads one snapshot (a read
-//! transaction, which in WAL mode never blocks the writer) and writes it as a new, compact
-//! database file.
+//! A consistent copy of a live SQLite database: SQLite's online backup API copies every page in
+//! one step, inside one read transaction (which in WAL mode never blocks the writer), so the
+//! copy is the database as it was at one instant.
 
 use std::path::Path;
 
 /// Writes the database at `db` as it is at one instant into `out` (which must not exist).
 pub fn sqlite_into(db: &Path, out: &Path) -> anyhow::Result<()> {
-    let c = rusqlite::Connection::open_with_flags(
+    let src = rusqlite::Connection::open_with_flags(
         db,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    c.busy_timeout(std::time::Duration::from_secs(30))?;
-    c.execute("VACUUM INTO ?1", [out.to_string_lossy().as_ref()])?;
+    src.busy_timeout(std::time::Duration::from_secs(30))?;
+    let mut dst = rusqlite::Connection::open(out)?;
+    let backup = rusqlite::backup::Backup::new(&src, &mut dst)?;
+    // All pages in one step: one read transaction, one consistent state.
+    match backup.step(-1)? {
+        rusqlite::backup::StepResult::Done => {}
+        other => anyhow::bail!("the snapshot did not complete: {other:?}"),
+    }
     Ok(())
 }
 
