@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tempfile::TempDir;
 
 const BEFORE: &str =
@@ -79,21 +79,6 @@ async fn post(app: &TestApp, path: &str, body: Json) -> (u16, Json) {
             .unwrap(),
     )
     .await
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// `entiserve plan` on `dir`: exit code and output.
@@ -166,7 +151,7 @@ async fn a_rename_and_a_conversion_keep_every_value_across_a_restart_and_a_reloa
         format!("renamed_from: products\n{after}"),
     )
     .unwrap();
-    eventually("goods served", || async {
+    eventually("goods served", Duration::from_secs(20), || async {
         get(&app, &format!("/goods/{}", a["id"])).await.1["name"] == "a rather long product title"
     })
     .await;
@@ -300,13 +285,15 @@ async fn a_server_whose_definitions_another_changed_answers_503_until_it_reloads
     let renamed =
         "fields:\n  name: { type: string, renamed_from: title }\n  price: { type: string }\n";
     std::fs::write(a.entities.join("products.yaml"), renamed).unwrap();
-    eventually("A serves the rename", || async {
+    eventually("A serves the rename", Duration::from_secs(20), || async {
         get(&a, &format!("/products/{}", row["id"])).await.1["name"] == "kept"
     })
     .await;
-    eventually("B answers 503 for products", || async {
-        get(&b, "/products").await.0 == 503
-    })
+    eventually(
+        "B answers 503 for products",
+        Duration::from_secs(20),
+        || async { get(&b, "/products").await.0 == 503 },
+    )
     .await;
     let (s, body) = post(&b, "/products", json!({"title": "stale"})).await;
     assert_eq!(
@@ -321,9 +308,11 @@ async fn a_server_whose_definitions_another_changed_answers_503_until_it_reloads
     );
 
     std::fs::write(entities_b.join("products.yaml"), renamed).unwrap();
-    eventually("B serves products again", || async {
-        get(&b, &format!("/products/{}", row["id"])).await.1["name"] == "kept"
-    })
+    eventually(
+        "B serves products again",
+        Duration::from_secs(20),
+        || async { get(&b, &format!("/products/{}", row["id"])).await.1["name"] == "kept" },
+    )
     .await;
     b.stop().await;
     a.stop().await;

@@ -5,23 +5,7 @@ mod common;
 use common::*;
 use reqwest::Method;
 use serde_json::{Value as Json, json};
-use std::time::{Duration, Instant};
-
-/// Polls `check` until it holds (the watcher debounces file events).
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use std::time::Duration;
 
 async fn status(app: &TestApp, m: Method, path: &str, body: Option<Json>) -> (u16, Json) {
     let mut r = app.admin(m, path);
@@ -41,7 +25,7 @@ async fn entities_change_without_a_restart() {
         "fields:\n  name: { type: string, required: true }\n",
     )
     .unwrap();
-    eventually("/gadgets exists", || async {
+    eventually("/gadgets exists", Duration::from_secs(15), || async {
         status(&app, Method::GET, "/gadgets", None).await.0 == 200
     })
     .await;
@@ -68,7 +52,7 @@ async fn entities_change_without_a_restart() {
         "fields:\n  name: { type: string, required: true }\n  colour: { type: enum, values: [red, blue] }\n",
     )
     .unwrap();
-    eventually("colour accepted", || async {
+    eventually("colour accepted", Duration::from_secs(15), || async {
         status(
             &app,
             Method::POST,
@@ -128,7 +112,7 @@ async fn entities_change_without_a_restart() {
         "allow_destructive: true\nfields:\n  name: { type: string, required: true }\n",
     )
     .unwrap();
-    eventually("colour gone", || async {
+    eventually("colour gone", Duration::from_secs(15), || async {
         status(&app, Method::GET, &format!("/gadgets/{}", b["id"]), None)
             .await
             .1
@@ -141,12 +125,16 @@ async fn entities_change_without_a_restart() {
         "fields:\n  name: { type: string, required: true }\n  colour: { type: enum, values: [red, blue] }\n",
     )
     .unwrap();
-    eventually("colour back with its data", || async {
-        status(&app, Method::GET, &format!("/gadgets/{}", b["id"]), None)
-            .await
-            .1["colour"]
-            == "blue"
-    })
+    eventually(
+        "colour back with its data",
+        Duration::from_secs(15),
+        || async {
+            status(&app, Method::GET, &format!("/gadgets/{}", b["id"]), None)
+                .await
+                .1["colour"]
+                == "blue"
+        },
+    )
     .await;
 
     // Removing an entity whose table has rows is refused.

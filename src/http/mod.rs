@@ -162,13 +162,13 @@ fn collapse_slashes(req: &mut Request) {
 
 /// The request's path with its prefix, as the client sent it (doubled slashes collapsed).
 #[derive(Clone)]
-pub struct FullPath(pub String);
+pub struct FullPath(pub Arc<str>);
 
 /// The path of `req` with its prefix.
 pub fn full_path(req: &Request) -> &str {
     req.extensions()
         .get::<FullPath>()
-        .map_or_else(|| req.uri().path(), |p| p.0.as_str())
+        .map_or_else(|| req.uri().path(), |p| &p.0)
 }
 
 /// A stored file's key reaches its route as one segment ([`routes::one_segment_key`]).
@@ -207,20 +207,19 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
             async move {
                 let _busy = busy;
                 collapse_slashes(&mut req);
-                let full = FullPath(req.uri().path().to_string());
-                req.extensions_mut().insert(full);
+                let full: Arc<str> = Arc::from(req.uri().path());
+                req.extensions_mut().insert(FullPath(full.clone()));
                 file_key_as_one_segment(&mut req);
                 let cors = match origin::check(&req, &allowed) {
                     origin::Verdict::Answer(r) => return Ok(r),
                     origin::Verdict::Run(cors) => cors,
                 };
-                let allow = routes::allow(req.uri().path());
                 let mut resp = match ep.call(req).await {
                     Ok(r) => error::ensure_json(r).await,
                     Err(e) => error::to_json_response(e),
                 };
                 if resp.status() == StatusCode::METHOD_NOT_ALLOWED
-                    && let Ok(v) = poem::http::HeaderValue::from_str(&allow)
+                    && let Ok(v) = poem::http::HeaderValue::from_str(&routes::allow(&full))
                 {
                     resp.headers_mut().insert("allow", v);
                 }

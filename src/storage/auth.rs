@@ -113,14 +113,7 @@ pub struct NewToken<'a> {
 /// Stores a token.
 pub async fn insert_token(s: &dyn Storage, t: &NewToken<'_>) -> Result<()> {
     let d = s.dialect();
-    let sql = format!(
-        "INSERT INTO \"auth_tokens\" (\"token_hash\", \"user_id\", \"created_dt\", \"expires_dt\", \"tag\") VALUES ({}, {}, {}, {}, {})",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3),
-        d.ph(4),
-        d.ph(5)
-    );
+    let sql = d.bind("INSERT INTO \"auth_tokens\" (\"token_hash\", \"user_id\", \"created_dt\", \"expires_dt\", \"tag\") VALUES (?, ?, ?, ?, ?)");
     let args = [
         Value::text(t.token_hash),
         Value::int(t.user_id),

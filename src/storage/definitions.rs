@@ -54,13 +54,7 @@ pub async fn replace(
 ) -> Result<()> {
     ex.execute("DELETE FROM \"entity_definitions\"", &[])
         .await?;
-    let sql = format!(
-        "INSERT INTO \"entity_definitions\" (\"name\", \"definition\", \"digest\", \"applied_dt\") VALUES ({}, {}, {}, {})",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3),
-        d.ph(4)
-    );
+    let sql = d.bind("INSERT INTO \"entity_definitions\" (\"name\", \"definition\", \"digest\", \"applied_dt\") VALUES (?, ?, ?, ?)");
     for r in rows {
         ex.execute(
             &sql,
@@ -78,13 +72,7 @@ pub async fn replace(
 
 /// Adds a change to the history.
 pub async fn log_change(ex: &mut dyn Exec, d: Dialect, change: &ChangeRow) -> Result<()> {
-    let sql = format!(
-        "INSERT INTO \"entity_changes\" (\"applied_dt\", \"server\", \"digest\", \"steps\") VALUES ({}, {}, {}, {})",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3),
-        d.ph(4)
-    );
+    let sql = d.bind("INSERT INTO \"entity_changes\" (\"applied_dt\", \"server\", \"digest\", \"steps\") VALUES (?, ?, ?, ?)");
     ex.execute(
         &sql,
         &[

@@ -20,12 +20,7 @@ pub async fn reply(
     key: &str,
     created_after: i64,
 ) -> Result<Option<ReplyRow>> {
-    let sql = format!(
-        "SELECT \"status\", \"body\", \"content_type\" FROM \"idempotency_keys\" WHERE \"user_id\" = {} AND \"key\" = {} AND \"created_at\" > {}",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3)
-    );
+    let sql = d.bind("SELECT \"status\", \"body\", \"content_type\" FROM \"idempotency_keys\" WHERE \"user_id\" = ? AND \"key\" = ? AND \"created_at\" > ?");
     let args = [
         Value::int(user_id),
         Value::text(key),
@@ -54,22 +49,10 @@ pub async fn remember(
     reply: &ReplyRow,
     created_at: i64,
 ) -> Result<()> {
-    let del = format!(
-        "DELETE FROM \"idempotency_keys\" WHERE \"user_id\" = {} AND \"key\" = {}",
-        d.ph(1),
-        d.ph(2)
-    );
+    let del = d.bind("DELETE FROM \"idempotency_keys\" WHERE \"user_id\" = ? AND \"key\" = ?");
     ex.execute(&del, &[Value::int(user_id), Value::text(key)])
         .await?;
-    let sql = format!(
-        "INSERT INTO \"idempotency_keys\" (\"user_id\", \"key\", \"status\", \"body\", \"content_type\", \"created_at\") VALUES ({}, {}, {}, {}, {}, {})",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3),
-        d.ph(4),
-        d.ph(5),
-        d.ph(6)
-    );
+    let sql = d.bind("INSERT INTO \"idempotency_keys\" (\"user_id\", \"key\", \"status\", \"body\", \"content_type\", \"created_at\") VALUES (?, ?, ?, ?, ?, ?)");
     let args = [
         Value::int(user_id),
         Value::text(key),

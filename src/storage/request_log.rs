@@ -78,12 +78,7 @@ pub async fn insert_items(
 /// part of the worker's own work: no trip to a reader thread.
 pub async fn next_items(s: &dyn Storage, rid: &str, seq: i64, limit: i64) -> Result<Vec<ItemRow>> {
     let d = s.dialect();
-    let sql = format!(
-        "SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3)
-    );
+    let sql = d.bind("SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = ? AND \"seq\" >= ? ORDER BY \"seq\" LIMIT ?");
     let rows = s
         .fetch_write(
             &sql,
@@ -166,12 +161,7 @@ pub async fn result_rest(
 /// Results of `rid` with `seq >= from`, in order, at most `limit`.
 pub async fn results(s: &dyn Storage, rid: &str, from: i64, limit: i64) -> Result<Vec<ResultRow>> {
     let d = s.dialect();
-    let sql = format!(
-        "SELECT \"seq\", \"status\", \"body\" FROM \"bg_results\" WHERE \"rid\" = {} AND \"seq\" >= {} ORDER BY \"seq\" LIMIT {}",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3)
-    );
+    let sql = d.bind("SELECT \"seq\", \"status\", \"body\" FROM \"bg_results\" WHERE \"rid\" = ? AND \"seq\" >= ? ORDER BY \"seq\" LIMIT ?");
     let rows = s
         .fetch(
             &sql,
@@ -210,12 +200,7 @@ pub async fn add_details(
 /// Details entries of `rid` after entry `since`, in order, at most `limit`.
 pub async fn details(s: &dyn Storage, rid: &str, since: i64, limit: i64) -> Result<Vec<DetailRow>> {
     let d = s.dialect();
-    let sql = format!(
-        "SELECT \"id\", \"rid\", \"dt\", \"details\" FROM \"bg_details\" WHERE \"rid\" = {} AND \"id\" > {} ORDER BY \"id\" LIMIT {}",
-        d.ph(1),
-        d.ph(2),
-        d.ph(3)
-    );
+    let sql = d.bind("SELECT \"id\", \"rid\", \"dt\", \"details\" FROM \"bg_details\" WHERE \"rid\" = ? AND \"id\" > ? ORDER BY \"id\" LIMIT ?");
     let types = [ColType::Int, ColType::Text, ColType::Text, ColType::Text];
     let rows = s
         .fetch(

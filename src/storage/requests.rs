@@ -328,11 +328,7 @@ pub async fn end(ex: &mut dyn Exec, d: Dialect, e: &End<'_>) -> Result<bool> {
 
 /// Replaces the stored parameters of `rid` inside `ex`.
 pub async fn set_params(ex: &mut dyn Exec, d: Dialect, rid: &str, params: &str) -> Result<()> {
-    let sql = format!(
-        "UPDATE \"bg_requests\" SET \"params\" = {} WHERE \"rid\" = {}",
-        d.ph(1),
-        d.ph(2)
-    );
+    let sql = d.bind("UPDATE \"bg_requests\" SET \"params\" = ? WHERE \"rid\" = ?");
     ex.execute(&sql, &[Value::text(params), Value::text(rid)])
         .await?;
     Ok(())
@@ -362,10 +358,7 @@ pub async fn expire(s: &dyn Storage, rid: &str) -> Result<()> {
         let sql = format!("DELETE FROM \"{table}\" WHERE \"rid\" = {}", d.ph(1));
         tx.execute(&sql, &[Value::text(rid)]).await?;
     }
-    let sql = format!(
-        "UPDATE \"bg_requests\" SET \"expired\" = 1 WHERE \"rid\" = {}",
-        d.ph(1)
-    );
+    let sql = d.bind("UPDATE \"bg_requests\" SET \"expired\" = 1 WHERE \"rid\" = ?");
     tx.execute(&sql, &[Value::text(rid)]).await?;
     tx.commit().await
 }
@@ -395,11 +388,7 @@ pub async fn flag_cancel(
     rid: &str,
     in_progress: i64,
 ) -> Result<bool> {
-    let sql = format!(
-        "UPDATE \"bg_requests\" SET \"cancel_requested\" = 1 WHERE \"rid\" = {} AND \"status_id\" = {}",
-        d.ph(1),
-        d.ph(2)
-    );
+    let sql = d.bind("UPDATE \"bg_requests\" SET \"cancel_requested\" = 1 WHERE \"rid\" = ? AND \"status_id\" = ?");
     Ok(ex
         .execute(&sql, &[Value::text(rid), Value::int(in_progress)])
         .await?
@@ -408,10 +397,7 @@ pub async fn flag_cancel(
 
 /// Whether a cancel of `rid` was asked for, read on `ex`.
 pub async fn cancel_flagged(ex: &mut dyn Exec, d: Dialect, rid: &str) -> Result<bool> {
-    let sql = format!(
-        "SELECT \"cancel_requested\" FROM \"bg_requests\" WHERE \"rid\" = {}",
-        d.ph(1)
-    );
+    let sql = d.bind("SELECT \"cancel_requested\" FROM \"bg_requests\" WHERE \"rid\" = ?");
     let rows = ex.fetch(&sql, &[Value::text(rid)], &[ColType::Int]).await?;
     Ok(rows
         .first()

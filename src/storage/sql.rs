@@ -18,6 +18,22 @@ impl Dialect {
         }
     }
 
+    /// `sql` with each `?` replaced by the next bind placeholder (`?1`, `?2`... or `$1`,
+    /// `$2`...). Statements here never hold a `?` of their own.
+    pub fn bind(self, sql: &str) -> String {
+        let mut out = String::with_capacity(sql.len() + 8);
+        let mut n = 0;
+        for c in sql.chars() {
+            if c == '?' {
+                n += 1;
+                out.push_str(&self.ph(n));
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
     /// `rows` parenthesised groups of `width` placeholders, numbered from `first`.
     pub fn value_groups(self, width: usize, rows: usize, first: usize) -> String {
         match self {
@@ -89,5 +105,23 @@ impl Dialect {
             def.push_str(&format!(" REFERENCES {}(\"id\")", self.quote(target)));
         }
         def
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dialect;
+
+    #[test]
+    fn bind_numbers_the_placeholders_in_order() {
+        let sql = "UPDATE \"t\" SET \"a\" = ? WHERE \"b\" = ?";
+        assert_eq!(
+            Dialect::Postgres.bind(sql),
+            "UPDATE \"t\" SET \"a\" = $1 WHERE \"b\" = $2"
+        );
+        assert_eq!(
+            Dialect::Sqlite.bind(sql),
+            "UPDATE \"t\" SET \"a\" = ?1 WHERE \"b\" = ?2"
+        );
     }
 }

@@ -349,3 +349,16 @@ pub async fn openapi_document(app: &TestApp) -> Json {
     assert_eq!(r.status(), 200, "no credentials needed");
     r.json().await.unwrap()
 }
+
+/// Polls `check` every 100 ms until it holds, failing after `limit`.
+pub async fn eventually<F, Fut>(what: &str, limit: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "timed out waiting for: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,465 @@
+//! The comparison of one catalog with the database: for each entity, the steps its tables
+//! need (renames, conversions, checks, the additive statements) and the refusals, with every
+//! check read from the stored rows inside the change's transaction.
+
+use super::record::{RecordedEntity, RecordedField};
+use super::{Action, FIRST_ROWS, Outcome, Refusal, Step, convert, plural};
+use crate::schema::{Catalog, ColType, Entity, Field, FieldType};
+use crate::storage::evolve::{self as sql, Unfit};
+use crate::storage::{Dialect, Exec, StorageError, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+pub(super) struct Inspect<'a> {
+    pub d: Dialect,
+    pub ex: &'a mut dyn Exec,
+    pub columns: &'a BTreeMap<String, Vec<String>>,
+    pub recorded: &'a BTreeMap<String, RecordedEntity>,
+    pub out: &'a mut Outcome,
+    pub actions: &'a mut Vec<Action>,
+}
+
+const SYSTEM_COLUMNS: [&str; 3] = ["id", "created_dt", "updated_dt"];
+
+impl Inspect<'_> {
+    fn refuse(&mut self, file: &std::path::Path, line: usize, message: String) {
+        self.out.refusals.push(Refusal {
+            file: file.to_path_buf(),
+            line,
+            message,
+        });
+    }
+
+    fn cols(&self, table: &str) -> &[String] {
+        self.columns.get(table).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    pub async fn all(&mut self, catalog: &Catalog) -> Result<(), StorageError> {
+        let mut sources = BTreeSet::new();
+        for e in catalog.entities.values() {
+            let source = self.entity(e).await?;
+            sources.insert(source);
+        }
+        // Entities recorded that are gone from the definitions.
+        for (name, rec) in self.recorded {
+            if catalog.get(name).is_some() || sources.contains(name) {
+                continue;
+            }
+            if self.cols(name).is_empty() {
+                continue;
+            }
+            let rows = self.count(name).await?;
+            if rows > 0 {
+                let file = PathBuf::from(&rec.source);
+                self.refuse(
+                    &file,
+                    1,
+                    format!(
+                        "entity `{name}` was removed but its table holds {rows} row{}; put the file back, rename the entity that replaces it with `renamed_from: {name}`, or delete the rows first (data is never dropped)",
+                        plural(rows)
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps every other writer (and reader) of `table` out until the change commits, so the
+    /// rows checked are the rows changed.
+    async fn lock(&mut self, table: &str) -> Result<(), StorageError> {
+        if let Some(stmt) = sql::lock(self.d, table) {
+            self.ex.execute(&stmt, &[]).await?;
+        }
+        Ok(())
+    }
+
+    async fn count(&mut self, table: &str) -> Result<i64, StorageError> {
+        sql::count(self.ex, self.d, table).await
+    }
+
+    /// Inspects one entity; returns the table its rows come from.
+    async fn entity(&mut self, e: &Entity) -> Result<String, StorageError> {
+        let name = e.name.as_str();
+        let mut source = name.to_string();
+        let exists = !self.cols(name).is_empty();
+        if let Some(old) = &e.renamed_from {
+            let old_exists = !self.cols(old).is_empty();
+            if old_exists && exists {
+                self.refuse(
+                    &e.source,
+                    e.line,
+                    format!(
+                        "entity `{name}` says `renamed_from: {old}`, but tables `{old}` and `{name}` both exist; remove one (or the `renamed_from`)"
+                    ),
+                );
+                return Ok(source);
+            }
+            if old_exists {
+                source = old.clone();
+                let old_indexes = self.index_names(old, self.recorded.get(old), e);
+                self.push_sql(sql::rename_table(self.d, old, name, &old_indexes));
+                self.out.steps.push(Step::RenameTable {
+                    from: old.clone(),
+                    to: name.to_string(),
+                });
+            }
+        }
+        let cols: Vec<String> = self.cols(&source).to_vec();
+        if cols.is_empty() {
+            self.out.steps.push(Step::Create {
+                entity: name.to_string(),
+            });
+            self.additive(e, &[]);
+            return Ok(source);
+        }
+        let rec = self.recorded.get(&source);
+        let rows = self.count(&source).await?;
+        let mut existing: Vec<String> = cols.clone();
+        let mut used: BTreeSet<String> = SYSTEM_COLUMNS.iter().map(|s| s.to_string()).collect();
+        for f in &e.fields {
+            let mut column = f.name.clone();
+            if let Some(old) = &f.renamed_from
+                && cols.contains(old)
+            {
+                if cols.contains(&f.name) {
+                    self.refuse(
+                        &e.source,
+                        f.line,
+                        format!(
+                            "field `{name}.{}` says `renamed_from: {old}`, but columns `{old}` and `{}` both exist; remove one (or the `renamed_from`)",
+                            f.name, f.name
+                        ),
+                    );
+                    continue;
+                }
+                column = old.clone();
+                let old_indexes = field_indexes(name, old, before(rec, old, f).as_ref());
+                self.push_sql(sql::rename_column(self.d, name, old, &f.name, &old_indexes));
+                self.out.steps.push(Step::RenameColumn {
+                    entity: name.to_string(),
+                    from: old.clone(),
+                    to: f.name.clone(),
+                });
+                existing.retain(|c| c != old);
+                existing.push(f.name.clone());
+            }
+            if !cols.contains(&column) {
+                self.out.steps.push(Step::Add {
+                    entity: name.to_string(),
+                    field: f.name.clone(),
+                });
+                continue;
+            }
+            used.insert(column.clone());
+            let Some(old) = before(rec, &column, f) else {
+                continue;
+            };
+            if rows > 0 {
+                self.field(e, f, &source, &column, &old).await?;
+            }
+        }
+        // Columns no field serves any more.
+        for c in cols.iter().filter(|c| !used.contains(*c)) {
+            let known = match rec {
+                None => true,
+                Some(r) => r.fields.iter().any(|f| &f.name == c),
+            };
+            if !known || rows == 0 {
+                continue;
+            }
+            let ty = rec
+                .and_then(|r| r.fields.iter().find(|f| &f.name == c))
+                .map_or(ColType::Text, |f| f.field_type().col_type());
+            let (n, first) =
+                sql::unfit(self.ex, self.d, &source, c, ty, Unfit::Holding, FIRST_ROWS).await?;
+            if n == 0 {
+                continue;
+            }
+            if e.allow_destructive {
+                self.out.steps.push(Step::GiveUp {
+                    entity: name.to_string(),
+                    field: c.clone(),
+                    rows: n,
+                });
+                continue;
+            }
+            self.refuse(
+                &e.source,
+                e.line,
+                format!(
+                    "field `{name}.{c}` was removed but {n} row{} hold{} a value ({}); add it back, rename the field that replaces it with `renamed_from: {c}`, or set `allow_destructive: true` to give the values up",
+                    plural(n),
+                    if n == 1 { "s" } else { "" },
+                    rows_named(&first)
+                ),
+            );
+        }
+        self.additive(e, &existing);
+        Ok(source)
+    }
+
+    /// The additive statements (columns, indexes, row count) once renames are done.
+    fn additive(&mut self, e: &Entity, existing: &[String]) {
+        self.push_sql(crate::storage::ddl::plan(self.d, e, existing));
+    }
+
+    fn push_sql(&mut self, stmts: Vec<String>) {
+        self.actions.extend(stmts.into_iter().map(Action::Sql));
+    }
+
+    /// Index names of entity `table` as it was (its recorded fields, else today's).
+    fn index_names(&self, table: &str, rec: Option<&RecordedEntity>, e: &Entity) -> Vec<String> {
+        match rec {
+            Some(r) => r
+                .fields
+                .iter()
+                .flat_map(|f| field_indexes(table, &f.name, Some(f)))
+                .collect(),
+            None => e
+                .fields
+                .iter()
+                .flat_map(|f| field_indexes(table, &f.name, Some(&RecordedField::of(f))))
+                .collect(),
+        }
+    }
+
+    /// Checks a kept field against its stored rows.
+    async fn field(
+        &mut self,
+        e: &Entity,
+        f: &Field,
+        table: &str,
+        column: &str,
+        old: &RecordedField,
+    ) -> Result<(), StorageError> {
+        let name = &e.name;
+        let old_ty = old.field_type();
+        if old_ty != f.ty {
+            return self.convert(e, f, table, column, old).await;
+        }
+        let shorter = match (old.max_length, f.max_length) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => b < a,
+        };
+        if shorter || (f.required && !old.required) {
+            self.lock(table).await?;
+        }
+        if let (true, Some(n)) = (shorter, f.max_length) {
+            let (count, first) = sql::unfit(
+                self.ex,
+                self.d,
+                table,
+                column,
+                ColType::Text,
+                Unfit::Longer(n),
+                FIRST_ROWS,
+            )
+            .await?;
+            if count > 0 {
+                self.refuse(
+                    &e.source,
+                    f.line,
+                    format!(
+                        "field `{name}.{}`: `max_length: {n}` does not fit {count} stored value{} ({}); shorten them first, or keep the longer limit",
+                        f.name,
+                        plural(count),
+                        rows_named(&first)
+                    ),
+                );
+            } else {
+                let rows = self.count(table).await?;
+                self.out.steps.push(Step::Check {
+                    entity: name.clone(),
+                    field: f.name.clone(),
+                    what: format!("max_length {n}"),
+                    rows,
+                });
+            }
+        }
+        if f.required && !old.required {
+            let (count, first) = sql::unfit(
+                self.ex,
+                self.d,
+                table,
+                column,
+                f.ty.col_type(),
+                Unfit::Empty,
+                FIRST_ROWS,
+            )
+            .await?;
+            if count > 0 {
+                let ids: Vec<String> = first.iter().map(|(id, _)| format!("id {id}")).collect();
+                self.refuse(
+                    &e.source,
+                    f.line,
+                    format!(
+                        "field `{name}.{}`: `required: true` does not fit {count} row{} without a value ({}); give them a value first",
+                        f.name,
+                        plural(count),
+                        ids.join(", ")
+                    ),
+                );
+            } else {
+                let rows = self.count(table).await?;
+                self.out.steps.push(Step::Check {
+                    entity: name.clone(),
+                    field: f.name.clone(),
+                    what: "required".into(),
+                    rows,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A type change: every stored value must convert; then the column is rewritten.
+    async fn convert(
+        &mut self,
+        e: &Entity,
+        f: &Field,
+        table: &str,
+        column: &str,
+        old: &RecordedField,
+    ) -> Result<(), StorageError> {
+        let old_ty = old.field_type();
+        self.lock(table).await?;
+        let mut converted = Vec::new();
+        let mut changed = Vec::new();
+        let mut failed: Vec<(i64, Value, String)> = Vec::new();
+        let mut failures = 0i64;
+        let mut after = 0i64;
+        loop {
+            let page = sql::values_after(
+                self.ex,
+                self.d,
+                table,
+                column,
+                old_ty.col_type(),
+                after,
+                10_000,
+            )
+            .await?;
+            let Some((last, _)) = page.last() else { break };
+            after = *last;
+            for (id, v) in page {
+                match convert::value(&v.to_json(), f) {
+                    Ok(new) => {
+                        let nv = Value::from_json_owned(f.ty.col_type(), new);
+                        if nv != v {
+                            changed.push((id, nv.clone()));
+                        }
+                        converted.push((id, nv));
+                    }
+                    Err(why) => {
+                        failures += 1;
+                        if failed.len() < FIRST_ROWS as usize {
+                            failed.push((id, v, why));
+                        }
+                    }
+                }
+            }
+        }
+        let (from, to) = (describe(&old_ty), describe(&f.ty));
+        if failures > 0 {
+            let named: Vec<String> = failed
+                .iter()
+                .map(|(id, v, why)| format!("id {id}: {} ({why})", shown(v)))
+                .collect();
+            self.refuse(
+                &e.source,
+                f.line,
+                format!(
+                    "field `{}.{}` cannot change from {from} to {to}: {failures} stored value{} do{} not fit ({}); change or empty them first, or keep the type",
+                    e.name,
+                    f.name,
+                    plural(failures),
+                    if failures == 1 { "es" } else { "" },
+                    named.join("; ")
+                ),
+            );
+            return Ok(());
+        }
+        let rows = converted.len();
+        if old_ty.col_type() != f.ty.col_type() {
+            let old_indexes = field_indexes(&e.name, column, Some(old));
+            let field = Field {
+                name: f.name.clone(),
+                ..f.clone()
+            };
+            self.push_sql(sql::retype(self.d, &e.name, &field, &old_indexes));
+            self.actions.push(Action::Values {
+                table: e.name.clone(),
+                column: f.name.clone(),
+                values: converted,
+            });
+        } else if !changed.is_empty() {
+            self.actions.push(Action::Values {
+                table: e.name.clone(),
+                column: f.name.clone(),
+                values: changed,
+            });
+        }
+        self.out.steps.push(Step::Convert {
+            entity: e.name.clone(),
+            field: f.name.clone(),
+            from,
+            to,
+            rows,
+        });
+        Ok(())
+    }
+}
+
+/// The recorded definition of `column`, or (no record) today's field `f` when it names it.
+fn before(rec: Option<&RecordedEntity>, column: &str, f: &Field) -> Option<RecordedField> {
+    match rec {
+        Some(r) => r.fields.iter().find(|g| g.name == column).cloned(),
+        None => Some(RecordedField::of(f)),
+    }
+}
+
+/// The index names the additive plan gives field `field` of `table`.
+fn field_indexes(table: &str, field: &str, def: Option<&RecordedField>) -> Vec<String> {
+    let Some(def) = def else { return Vec::new() };
+    let mut out = Vec::new();
+    if def.unique {
+        out.push(format!("{table}_{field}_key"));
+    }
+    if def.ty == "reference" {
+        out.push(format!("{table}_{field}_idx"));
+    }
+    out
+}
+
+/// `integer`, `enum (a, b)`, `reference to users`.
+fn describe(ty: &FieldType) -> String {
+    match ty {
+        FieldType::Enum(v) => format!("enum ({})", v.join(", ")),
+        FieldType::Reference(t) => format!("reference to {t}"),
+        t => t.name().to_string(),
+    }
+}
+
+/// A stored value as a refusal shows it.
+fn shown(v: &Value) -> String {
+    let j = v.to_json();
+    let s = match &j {
+        serde_json::Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    };
+    if s.chars().count() > 60 {
+        format!("{}...", s.chars().take(60).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// `id 3: "a rather long title", id 7: "..."`.
+fn rows_named(rows: &[(i64, Value)]) -> String {
+    let parts: Vec<String> = rows
+        .iter()
+        .map(|(id, v)| format!("id {id}: {}", shown(v)))
+        .collect();
+    parts.join(", ")
+}
