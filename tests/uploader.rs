@@ -439,3 +439,26 @@ async fn rows_run_as_the_uploading_user() {
     let _: Json = json!(null);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_idempotency_key_makes_a_retried_upload_answer_as_the_first() {
+    let app = spawn_app().await;
+    let send = |key: String| {
+        let f = form("campaigns", "once.csv", b"op,name\nc,only once\n".to_vec()).text("bgrs", "1");
+        app.admin(Method::POST, UPLOAD)
+            .header("Idempotency-Key", key)
+            .multipart(f)
+            .send()
+    };
+    let first = send("upload-key-1".into()).await.unwrap();
+    assert_eq!(first.status(), 202);
+    let first = first.text().await.unwrap();
+    let again = send("upload-key-1".into()).await.unwrap();
+    assert_eq!(again.status(), 202);
+    assert_eq!(again.text().await.unwrap(), first, "the same request id");
+    let long = send("k".repeat(256)).await.unwrap();
+    assert_eq!(long.status(), 400);
+    let (_, b) = json(long).await;
+    assert_eq!(error_code(&b), "bad_request", "{b}");
+    app.stop().await;
+}

@@ -14,6 +14,7 @@ use crate::uploader::{Plan, UploadError, validate};
 use poem::http::StatusCode;
 use poem::web::Data;
 use poem::{Body, Request, RequestBody, Response};
+use poem_openapi::param::Header;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, Object, OpenApi};
@@ -204,12 +205,16 @@ impl UploaderApi {
     )]
     async fn upload(
         &self,
-        req: &Request,
         Signed(caller): Signed,
+        /// makes a retry answer as the first request did, without running again
+        #[oai(name = "Idempotency-Key", validator(min_length = 1, max_length = 255))]
+        idempotency_key: Header<Option<String>>,
         Form(received): Form,
         Data(state): Data<&Arc<AppState>>,
     ) -> Reply<Streamed<UploadReplies>, { E400 | SIGNED | E413 | E415 }> {
-        Ok(Streamed::new(upload(req, received, caller, state).await?))
+        Ok(Streamed::new(
+            upload(idempotency_key.0, received, caller, state).await?,
+        ))
     }
 }
 
@@ -354,7 +359,7 @@ async fn open_bundle(
 }
 
 async fn upload(
-    req: &Request,
+    idempotency_key: Option<String>,
     received: Received,
     caller: Caller,
     state: &AppState,
@@ -366,7 +371,8 @@ async fn upload(
         stored: Vec::new(),
         store: state.files.clone(),
     };
-    let key = super::batch::idempotency_key(req)?;
+    let key =
+        crate::input::idempotency_key(idempotency_key.as_deref()).map_err(ApiError::BadRequest)?;
     let entity = received
         .fields
         .get("entity")
