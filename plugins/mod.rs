@@ -101,6 +101,9 @@ pub struct Start<'a> {
     pub engine: &'a Engine,
     pub tx: &'a mut dyn Tx,
     pub caller: &'a Caller,
+    /// Records what the start changes, as part of the upload (see
+    /// [`crate::engine::changes`]).
+    pub recorder: &'a crate::engine::changes::Recorder,
     /// This plugin's state; changes are stored with `tx`.
     pub state: &'a mut Json,
     /// Lines for the request's details.

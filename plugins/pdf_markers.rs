@@ -106,6 +106,8 @@ impl Plugin for PdfMarkers {
             return Ok(());
         }
         let markers = s.state["markers"].as_str().unwrap_or("markers").to_string();
+        // A campaign this start creates has no markers to update.
+        let fresh = s.state["campaign_id"].as_i64().is_none();
         let campaign_id = match s.state["campaign_id"].as_i64() {
             Some(id) => id,
             None => {
@@ -127,6 +129,7 @@ impl Plugin for PdfMarkers {
             }
         };
         let mut ids = Vec::with_capacity(files.len());
+        let mut updated = 0;
         for (chunk_no, chunk) in files.chunks(1000).enumerate() {
             let params = chunk
                 .iter()
@@ -141,12 +144,24 @@ impl Plugin for PdfMarkers {
                     p
                 })
                 .collect();
-            ids.extend(create(s, &markers, params).await?);
+            if fresh {
+                ids.extend(create(s, &markers, params).await?);
+            } else {
+                ids.extend(save(s, &markers, params, &mut updated).await?);
+            }
         }
-        s.notes.push(format!(
-            "{} markers created from pages.pdf in campaign {campaign_id}",
-            ids.len()
-        ));
+        s.notes.push(if updated == 0 {
+            format!(
+                "{} markers created from pages.pdf in campaign {campaign_id}",
+                ids.len()
+            )
+        } else {
+            format!(
+                "{} markers from pages.pdf in campaign {campaign_id}: {} created, {updated} updated (a marker of that name was there)",
+                ids.len(),
+                ids.len() - updated
+            )
+        });
         s.state["marker_ids"] = json!(ids);
         Ok(())
     }
@@ -183,6 +198,64 @@ impl Plugin for PdfMarkers {
     }
 }
 
+/// Saves objects of `entity` in the start transaction: when the entity has a key that the
+/// objects' values hold (markers: `[campaign_id, name]`), an object with the same key is
+/// updated (a PDF uploaded again into its campaign replaces the pages' files and keeps the
+/// markers and what refers to them); the others are created. Their ids, in order, or why not.
+async fn save(
+    s: &mut Start<'_>,
+    entity: &str,
+    rows: Vec<Map<String, Json>>,
+    updated: &mut usize,
+) -> Result<Vec<i64>, String> {
+    let keyed = s.engine.catalog.load().get(entity).is_some_and(|e| {
+        e.has_key() && rows.iter().all(|r| e.key.iter().all(|k| r.contains_key(k)))
+    });
+    if !keyed {
+        return create(s, entity, rows).await;
+    }
+    let calls = rows
+        .iter()
+        .map(|params| {
+            Ok(Call {
+                entity: entity.to_string(),
+                op: Op::Update,
+                id: None,
+                params: params.clone(),
+                prehashed: false,
+            })
+        })
+        .collect();
+    let outcomes = run(s, calls).await?;
+    let mut ids: Vec<Option<i64>> = Vec::with_capacity(rows.len());
+    let mut missing = Vec::new();
+    for (o, params) in outcomes.into_iter().zip(rows) {
+        match o {
+            Ok(obj) => {
+                *updated += 1;
+                ids.push(obj["id"].as_i64());
+            }
+            Err(CallError::NoKeyMatch { .. }) => {
+                ids.push(None);
+                missing.push(params);
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot update {entity} from pages.pdf: {}",
+                    e.description()
+                ));
+            }
+        }
+    }
+    let mut created = create(s, entity, missing).await?.into_iter();
+    ids.into_iter()
+        .map(|id| {
+            id.or_else(|| created.next())
+                .ok_or_else(|| "a saved object has no id".to_string())
+        })
+        .collect()
+}
+
 /// Creates objects of `entity` in the start transaction; their ids, or why not.
 async fn create(
     s: &mut Start<'_>,
@@ -201,11 +274,34 @@ async fn create(
             })
         })
         .collect();
+    let outcomes = run(s, calls).await?;
+    outcomes
+        .into_iter()
+        .map(|o| match o {
+            Ok(obj) => obj["id"]
+                .as_i64()
+                .ok_or_else(|| "a created object has no id".to_string()),
+            Err(e) => Err(format!(
+                "cannot create {entity} from pages.pdf: {}",
+                e.description()
+            )),
+        })
+        .collect()
+}
+
+/// Runs calls in the start transaction; their outcomes, or why the start stops.
+async fn run(
+    s: &mut Start<'_>,
+    calls: Vec<Result<Call, CallError>>,
+) -> Result<Vec<crate::engine::Outcome>, String> {
+    if calls.is_empty() {
+        return Ok(Vec::new());
+    }
     // The start transaction is already open: the calls are checked inside it.
     let prepared = s.engine.prepare_chunk(s.caller, calls).await;
     let outcomes = match s
         .engine
-        .execute_chunk(&mut *s.tx, s.caller, &prepared, true)
+        .execute_chunk(&mut *s.tx, s.caller, &prepared, true, Some(s.recorder))
         .await
     {
         Ok(o) => o,
@@ -219,16 +315,5 @@ async fn create(
             return Err("the database failed".to_string());
         }
     };
-    outcomes
-        .into_iter()
-        .map(|o| match o {
-            Ok(obj) => obj["id"]
-                .as_i64()
-                .ok_or_else(|| "a created object has no id".to_string()),
-            Err(e) => Err(format!(
-                "cannot create {entity} from pages.pdf: {}",
-                e.description()
-            )),
-        })
-        .collect()
+    Ok(outcomes)
 }

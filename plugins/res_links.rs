@@ -51,7 +51,7 @@ impl Plugin for ResLinks {
     }
 
     fn on_row(&self, settings: &Json, state: &Json, call: &mut Call) -> Result<(), CallError> {
-        if call.op != Op::Create || state.is_null() {
+        if !matches!(call.op, Op::Create | Op::Save) || state.is_null() {
             return Ok(());
         }
         let urls = &state["urls"];

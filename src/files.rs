@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 pub struct FileError(pub String);
 
 fn err(e: impl std::fmt::Display) -> FileError {
+    crate::telemetry::store_error();
     FileError(e.to_string())
 }
 

@@ -15,16 +15,19 @@ pub mod files;
 pub mod http;
 pub mod input;
 pub mod jobs;
+pub mod objects;
 pub mod openapi;
 pub mod pdf;
 #[path = "../plugins/mod.rs"]
 pub mod plugins;
 pub mod reload;
+pub mod request_id;
 pub mod routes;
 pub mod schema;
 pub mod settings;
 pub mod shipped;
 pub mod storage;
+pub mod telemetry;
 pub mod time;
 pub mod uploader;
 
@@ -66,6 +69,7 @@ impl App {
     /// prepares tables, creates the first admin and binds.
     pub async fn build_with(settings: Settings, plugins: plugins::Registry) -> anyhow::Result<App> {
         let plugins = Arc::new(plugins);
+        telemetry::install();
         std::fs::create_dir_all(&settings.data_dir).with_context(|| {
             format!(
                 "cannot create the data directory {}",
@@ -128,20 +132,22 @@ impl App {
             .and_then(|a| a.as_socket_addr().copied())
             .context("the listener has no address")?;
         let settings = Arc::new(settings);
+        let files: Arc<dyn files::FileStore> = Arc::new(files::LocalDir::new(
+            settings.data_dir.join("media").join("files"),
+        ));
         let kinds = jobs::kinds::Registry::default()
             .with(Arc::new(jobs::Items::batch()))
             .with(Arc::new(jobs::Items::call()))
+            .with(Arc::new(jobs::undo::Undo))
             .with(Arc::new(uploader::kind::Upload {
                 plugins: plugins.clone(),
+                files: files.clone(),
             }));
         let jobs = jobs::Jobs::new(engine.clone(), settings.clone(), kinds);
         jobs.release_stale_local().await?;
         // Before anything is accepted, every scratch file no request owns is an orphan.
         jobs.sweep_scratch(std::time::Duration::ZERO).await?;
         auth::password::set_min_length(settings.min_password_length);
-        let files: Arc<dyn files::FileStore> = Arc::new(files::LocalDir::new(
-            settings.data_dir.join("media").join("files"),
-        ));
         let conns = Arc::new(http::conn::Connections::default());
         let acceptor =
             http::conn::TimedAcceptor::new(acceptor, settings.header_timeout, conns.clone());
@@ -184,12 +190,15 @@ impl App {
             self.state.engine.clone(),
             stop_rx.clone(),
         ));
-        if let Some(to) = self.state.settings.backup_to.clone() {
+        if let Some(to) = self.state.settings.backup_to.as_deref() {
             tasks.push(backup::schedule::spawn(
                 &self.state.settings,
-                to,
+                backup::Target::parse(to)?,
                 stop_rx.clone(),
             ));
+        }
+        if let Some(addr) = self.state.settings.metrics_bind {
+            tasks.push(http::metrics_server(addr, self.state.clone(), stop_rx.clone()).await?);
         }
         let entities = self.state.settings.entities_dir.clone();
         let engine = self.state.engine.clone();

@@ -76,9 +76,10 @@ enum Command {
     /// last. Prints the new backup's location as its last line; exits 0 only when it is
     /// complete. With --list, prints the complete backups of TARGET, one a line.
     Backup {
-        /// The directory backups go into (one folder each).
+        /// Where backups go: a directory (one folder each) or an object-store URL as for
+        /// --storage-url (s3://bucket/prefix, gs://, az://, file://; one prefix each).
         #[arg(long)]
-        to: PathBuf,
+        to: String,
         /// List the complete backups instead of taking one.
         #[arg(long)]
         list: bool,
@@ -93,9 +94,9 @@ enum Command {
     /// Restore a backup into an empty data directory, after checking every checksum; exits 0
     /// only when the installation is whole.
     Restore {
-        /// The backup's folder (as `backup` printed it).
+        /// The backup's location, as `backup` printed it: a folder or an object-store URL.
         #[arg(long)]
-        from: PathBuf,
+        from: String,
         /// The new data directory: absent or empty.
         #[arg(long)]
         data_dir: PathBuf,
@@ -176,15 +177,30 @@ struct Limits {
     /// Most bytes one upload may store (one-page PDFs and res/ files together).
     #[arg(long, env = "ENTISERVE_MAX_UPLOAD_STORE_BYTES", default_value_t = 1 << 30)]
     max_upload_store_bytes: u64,
-    /// Take a backup into this directory on a schedule (see `entiserve backup`).
+    /// Take a backup into this directory or object-store URL on a schedule (see
+    /// `entiserve backup`).
     #[arg(long, env = "ENTISERVE_BACKUP_TO")]
-    backup_to: Option<PathBuf>,
+    backup_to: Option<String>,
     /// Time between scheduled backups: 30s, 15m, 6h, 1d.
     #[arg(long, env = "ENTISERVE_BACKUP_EVERY", default_value = "1d", value_parser = parse_duration)]
     backup_every: std::time::Duration,
     /// Complete scheduled backups to keep; older ones are removed.
     #[arg(long, env = "ENTISERVE_BACKUP_KEEP", default_value_t = 7)]
     backup_keep: usize,
+    /// Also serve GET /metrics on this address, without credentials (keep it private: a
+    /// network only the scrapers reach).
+    #[arg(long, env = "ENTISERVE_METRICS_BIND")]
+    metrics_bind: Option<SocketAddr>,
+    /// Log lines as text for people or as JSON objects (one a line) for log collectors.
+    #[arg(long, env = "ENTISERVE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 /// `30s`, `15m`, `6h`, `1d`, or plain seconds.
@@ -252,7 +268,7 @@ fn main() -> ExitCode {
             dev,
             limits,
         } => {
-            init_logs();
+            init_logs(limits.log_format);
             let (entities, built_in) = entities_dir(entities);
             let mut s = Settings::new(data_dir, entities);
             s.built_in_entities = built_in;
@@ -277,6 +293,7 @@ fn main() -> ExitCode {
             s.max_streams_per_user = limits.max_streams_per_user;
             s.max_upload_store_bytes = limits.max_upload_store_bytes;
             s.backup_to = limits.backup_to;
+            s.metrics_bind = limits.metrics_bind;
             s.backup_every = limits.backup_every;
             s.backup_keep = limits.backup_keep.max(1);
             s.bind = bind;
@@ -340,12 +357,28 @@ fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<Strin
     }
 }
 
-fn backup(to: PathBuf, list: bool, data_dir: PathBuf, database_url: Option<String>) -> ExitCode {
-    if list {
-        for b in entiserve::backup::list(&to) {
-            println!("{}", b.display());
+fn backup(to: String, list: bool, data_dir: PathBuf, database_url: Option<String>) -> ExitCode {
+    let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let target = match entiserve::backup::Target::parse(&to) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
         }
-        return ExitCode::SUCCESS;
+    };
+    if list {
+        return match rt.block_on(entiserve::backup::target::list(&target)) {
+            Ok(all) => {
+                for b in all {
+                    println!("{b}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let mut s = Settings::new(data_dir.clone(), PathBuf::from("./entities"));
     s.database_url = database_url.filter(|u| !u.is_empty());
@@ -353,9 +386,9 @@ fn backup(to: PathBuf, list: bool, data_dir: PathBuf, database_url: Option<Strin
         data_dir,
         database_url: s.database_url(),
     };
-    match entiserve::backup::backup(&inst, &to) {
-        Ok(dir) => {
-            println!("{}", dir.display());
+    match rt.block_on(entiserve::backup::target::take(&inst, &target)) {
+        Ok(location) => {
+            println!("{location}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -365,8 +398,9 @@ fn backup(to: PathBuf, list: bool, data_dir: PathBuf, database_url: Option<Strin
     }
 }
 
-fn restore(from: &std::path::Path, data_dir: &std::path::Path, url: Option<String>) -> ExitCode {
-    match entiserve::backup::restore(from, data_dir) {
+fn restore(from: &str, data_dir: &std::path::Path, url: Option<String>) -> ExitCode {
+    let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match rt.block_on(entiserve::backup::target::restore(from, data_dir)) {
         Ok(m) => {
             println!(
                 "restored the backup of {} into {}: {} files{}",
@@ -380,7 +414,13 @@ fn restore(from: &std::path::Path, data_dir: &std::path::Path, url: Option<Strin
                 }
             );
             if let Some(pg) = m.postgres.or(url) {
-                println!("the database ({pg}) is restored with PostgreSQL's own tools");
+                match m.postgres_lsn {
+                    Some(lsn) => println!(
+                        "the database ({pg}) is restored with PostgreSQL's own tools; \
+                         these files match it at write-ahead log position {lsn}"
+                    ),
+                    None => println!("the database ({pg}) is restored with PostgreSQL's own tools"),
+                }
             }
             ExitCode::SUCCESS
         }
@@ -433,13 +473,22 @@ fn check(dir: Option<PathBuf>) -> ExitCode {
     }
 }
 
-fn init_logs() {
+fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        // Each line one object: time, level, message and fields, and the spans it is in (the
+        // HTTP request's id among them).
+        LogFormat::Json => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {

@@ -45,6 +45,14 @@ pub const ROUTES: &[Route] = &[
         unprefixed_only: true,
         ..fixed("/healthz", GET)
     },
+    Route {
+        unprefixed_only: true,
+        ..fixed("/readyz", GET)
+    },
+    Route {
+        unprefixed_only: true,
+        ..fixed("/metrics", GET)
+    },
     fixed("/openapi.json", GET),
     fixed("/docs", GET),
     fixed("/auth/token", &["POST", "DELETE"]),
@@ -57,11 +65,13 @@ pub const ROUTES: &[Route] = &[
     fixed("/bgrs/:rid/details", GET),
     fixed("/bgrs/:rid/result", GET),
     fixed("/bgrs/:rid/events", GET),
+    fixed("/bgrs/:rid/undo", &["GET", "POST"]),
     fixed("/media/keep1m/:file", GET),
     fixed(FILES_ROUTE, GET),
     fixed("/tools/uploader.ex.php", &["POST"]),
     fixed("/tools/uploader", GET),
     fixed("/tools/requests", GET),
+    fixed("/tools/data", GET),
     fixed("/tools/assets/:name", GET),
     Route {
         owner: Owner::Entity,
@@ -99,26 +109,27 @@ pub fn under(prefix: &str) -> impl Iterator<Item = &'static Route> {
 
 /// Whether `path` (without prefix) fits `pattern`.
 fn fits(pattern: &str, path: &str) -> bool {
-    let (p, s): (Vec<&str>, Vec<&str>) = (
-        pattern.trim_matches('/').split('/').collect(),
-        path.trim_matches('/').split('/').collect(),
-    );
-    p.len() == s.len() && p.iter().zip(&s).all(|(p, s)| p.starts_with(':') || p == s)
+    let mut p = pattern.trim_matches('/').split('/');
+    let mut s = path.trim_matches('/').split('/');
+    loop {
+        match (p.next(), s.next()) {
+            (None, None) => return true,
+            (Some(p), Some(s)) if p.starts_with(':') || p == s => {}
+            _ => return false,
+        }
+    }
 }
 
-/// The route that answers `path`, static routes before the entities'.
+/// The route that answers `path`, static routes before the entities'. It runs for every
+/// request (the metrics' route label), so it allocates nothing.
 pub fn find(path: &str) -> Option<&'static Route> {
-    let (routes, path) = match path.strip_prefix(PREFIX) {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-            (under(PREFIX).collect::<Vec<_>>(), rest)
-        }
-        _ => (under("").collect(), path),
+    let (prefix, path) = match path.strip_prefix(PREFIX) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => (PREFIX, rest),
+        _ => ("", path),
     };
-    routes
-        .iter()
+    under(prefix)
         .find(|r| r.owner != Owner::Entity && fits(r.path, path))
-        .or_else(|| routes.iter().find(|r| fits(r.path, path)))
-        .copied()
+        .or_else(|| under(prefix).find(|r| fits(r.path, path)))
 }
 
 /// The `Allow` header of a 405 at `path`.
@@ -161,7 +172,9 @@ mod tests {
     #[test]
     fn fixed_first_segments_are_reserved_but_users_is_an_entity() {
         let names: Vec<&str> = reserved_names().collect();
-        for n in ["auth", "bgrs", "media", "tools", "healthz", "docs"] {
+        for n in [
+            "auth", "bgrs", "media", "tools", "healthz", "readyz", "metrics", "docs",
+        ] {
             assert!(names.contains(&n), "{n}");
         }
         assert!(!names.contains(&"users"));

@@ -54,7 +54,9 @@ pub struct Settings {
     /// Most Server-Sent-Events streams one user may hold open at once.
     pub max_streams_per_user: usize,
     /// Where scheduled backups go ([`crate::backup`]); none when absent.
-    pub backup_to: Option<PathBuf>,
+    pub backup_to: Option<String>,
+    /// Where `GET /metrics` is also served, without credentials; none when absent.
+    pub metrics_bind: Option<std::net::SocketAddr>,
     /// Time between scheduled backups.
     pub backup_every: Duration,
     /// Complete scheduled backups kept; older ones are removed.
@@ -92,6 +94,7 @@ impl Settings {
             pdf_max_pages: 5000,
             max_streams_per_user: 16,
             backup_to: None,
+            metrics_bind: None,
             backup_every: Duration::from_secs(24 * 3600),
             backup_keep: 7,
             max_upload_store_bytes: 1 << 30,

@@ -3,6 +3,8 @@
 //! off, every row once; altered, cut-off and misplaced restores are refused.
 
 mod common;
+#[path = "support/pdf.rs"]
+mod pdf_sample;
 
 use common::*;
 use entiserve::backup;
@@ -10,6 +12,7 @@ use entiserve::settings::Settings;
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::json;
+use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -48,6 +51,29 @@ async fn upload(app: &TestApp, csv: String, background: bool) -> (u16, String) {
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
+/// A synchronous upload of a ZIP bundle of `files` for `entity`, which must apply every row.
+async fn bundle(app: &TestApp, entity: &str, files: &[(&str, &[u8])]) {
+    let mut z = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    for (name, bytes) in files {
+        z.start_file(*name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(bytes).unwrap();
+    }
+    let zipped = z.finish().unwrap().into_inner();
+    let form = Form::new()
+        .text("entity", entity.to_string())
+        .part("csvfile", Part::bytes(zipped).file_name("bundle.zip"));
+    let r = app
+        .admin(Method::POST, "/tools/uploader.ex.php")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.lines().skip(1).all(|l| l.starts_with("OK")), "{text}");
+}
+
 fn rows_csv(prefix: &str, n: usize) -> String {
     let mut csv = String::from("op,name\n");
     for i in 0..n {
@@ -62,6 +88,23 @@ async fn a_backup_taken_during_an_upload_restores_and_the_upload_finishes_once()
     app.create_user("reader", "reader-password").await;
     let (s, small) = upload(&app, rows_csv("small", 3), false).await;
     assert_eq!(s, 200, "{small}");
+    // Stored files of both plugins: one-page PDFs of markers and res/ files of assets.
+    let pdf = pdf_sample::sample_pdf(3);
+    bundle(
+        &app,
+        "markers",
+        &[("markers.csv", b"op;name\r\n"), ("pages.pdf", &pdf)],
+    )
+    .await;
+    bundle(
+        &app,
+        "assets",
+        &[
+            ("assets.csv", b"op;name;url\r\nc;one;res/data.bin\r\n"),
+            ("res/data.bin", &[7u8; 5000]),
+        ],
+    )
+    .await;
     let (s, body) = upload(&app, rows_csv("row", ROWS), true).await;
     assert_eq!(s, 202, "{body}");
     let rid = serde_json::from_str::<serde_json::Value>(&body).unwrap()["request"]
@@ -164,6 +207,30 @@ async fn a_backup_taken_during_an_upload_restores_and_the_upload_finishes_once()
     let bytes = r.bytes().await.unwrap();
     use sha2::Digest;
     assert_eq!(hex::encode(sha2::Sha256::digest(&bytes)), result.sha256);
+    // Every stored file (3 one-page PDFs, one res/ file) downloads with its checksum.
+    let stored: Vec<_> = files
+        .iter()
+        .filter(|f| f.path.starts_with("files/media/files/"))
+        .collect();
+    assert_eq!(stored.len(), 4, "{stored:?}");
+    for f in stored {
+        let r = app
+            .admin(
+                Method::GET,
+                &format!("/{}", f.path.trim_start_matches("files/")),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", f.path);
+        let bytes = r.bytes().await.unwrap();
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&bytes)),
+            f.sha256,
+            "{}",
+            f.path
+        );
+    }
     app.stop().await;
 }
 
@@ -257,6 +324,50 @@ async fn altered_cut_off_and_misplaced_restores_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(why.contains("not a complete backup"), "{why}");
+
+    // Pruning after a complete backup removes one cut off long before it, and nothing that
+    // is not named like a backup.
+    std::fs::remove_dir_all(&uploads).unwrap();
+    let old = cut.path().join("20000101000000-abcdef");
+    std::fs::rename(&started[0], &old).unwrap();
+    std::fs::create_dir(cut.path().join("notes")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_entiserve"))
+        .args(["backup", "--to"])
+        .arg(cut.path())
+        .arg("--data-dir")
+        .arg(big.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let complete = backup::list(cut.path());
+    assert_eq!(complete.len(), 1);
+    let removed = backup::prune(cut.path(), 1).unwrap();
+    assert_eq!(removed, vec![old.clone()]);
+    assert!(!old.exists());
+    assert!(cut.path().join("notes").is_dir(), "not a backup: kept");
+    assert_eq!(backup::list(cut.path()), complete);
+    // One cut off recently may still be another taker's running backup: kept.
+    let recent = complete[0]
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let running = cut.path().join(format!("{}-000000", &recent[..14]));
+    std::fs::create_dir(&running).unwrap();
+    let newer = Command::new(env!("CARGO_BIN_EXE_entiserve"))
+        .args(["backup", "--to"])
+        .arg(cut.path())
+        .arg("--data-dir")
+        .arg(big.path())
+        .output()
+        .unwrap();
+    assert!(newer.status.success(), "{newer:?}");
+    backup::prune(cut.path(), 1).unwrap();
+    assert!(
+        running.is_dir(),
+        "a recent backup without a manifest is kept"
+    );
 }
 
 #[tokio::test]
@@ -264,7 +375,7 @@ async fn scheduled_backups_are_taken_and_only_the_newest_kept() {
     let dir = tempfile::tempdir().unwrap();
     let target = tempfile::tempdir().unwrap();
     let mut s = sqlite_settings(dir.path(), &shipped_entities());
-    s.backup_to = Some(target.path().to_path_buf());
+    s.backup_to = Some(target.path().display().to_string());
     s.backup_every = Duration::from_millis(400);
     s.backup_keep = 2;
     let app = start(dir, shipped_entities(), s, None).await;
@@ -286,10 +397,89 @@ async fn scheduled_backups_are_taken_and_only_the_newest_kept() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The age of the last good backup is in the metrics.
+    let text = app
+        .admin(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let age: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("entiserve_backup_age_seconds "))
+        .unwrap_or_else(|| panic!("no backup age in {text}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((0.0..30.0).contains(&age), "{age}");
     app.stop().await;
     let kept = backup::list(target.path());
     assert!(kept.len() <= 2 && !kept.is_empty(), "{kept:?}");
     let newest = kept.last().unwrap();
     let restored = tempfile::tempdir().unwrap();
     backup::restore(newest, &restored.path().join("data")).unwrap();
+}
+
+#[tokio::test]
+async fn a_backup_records_which_database_and_where_it_was() {
+    // SQLite, or PostgreSQL with TEST_DATABASE_URL.
+    let app = spawn_app().await;
+    let (s, _) = upload(&app, rows_csv("pos", 5), false).await;
+    assert_eq!(s, 200);
+    let target = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_entiserve"));
+    cmd.args(["backup", "--to"])
+        .arg(target.path())
+        .arg("--data-dir")
+        .arg(app.dir.path().join("data"));
+    let pg = app.db.as_ref().map(|d| d.url.clone());
+    if let Some(url) = &pg {
+        cmd.args(["--database-url", url]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let taken = PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().unwrap());
+    let m = backup::verify(&taken).unwrap();
+    assert!(
+        m.files
+            .iter()
+            .any(|f| f.path.starts_with("files/media/keep1m/")),
+        "the result file: {m:?}"
+    );
+    let restored = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_entiserve"))
+        .args(["restore", "--from"])
+        .arg(&taken)
+        .arg("--data-dir")
+        .arg(restored.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    match pg {
+        Some(_) => {
+            assert!(m.database.is_none());
+            let db = m.postgres.as_deref().expect("the database named");
+            assert!(db.starts_with("postgres"), "{db}");
+            let lsn = m.postgres_lsn.as_deref().expect("its position");
+            let (hi, lo) = lsn.split_once('/').expect("an LSN such as 0/3000148");
+            assert!(
+                [hi, lo]
+                    .iter()
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_hexdigit())),
+                "{lsn}"
+            );
+            assert!(
+                said.contains(&format!("write-ahead log position {lsn}")),
+                "{said}"
+            );
+        }
+        None => {
+            assert!(m.database.is_some() && m.postgres.is_none() && m.postgres_lsn.is_none());
+            assert!(restored.path().join("data/entiserve.db").is_file());
+        }
+    }
+    app.stop().await;
 }

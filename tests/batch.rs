@@ -82,7 +82,9 @@ async fn background_batch_with_a_bad_item_among_good_ones() {
             "finished_dt",
             "result",
             "status",
-            "content_type"
+            "content_type",
+            "dry_run",
+            "atomic"
         ]
     );
     assert!(

@@ -324,6 +324,9 @@ async fn scenario(app: &TestApp, b: &Browser) {
                 .starts_with("text/html")
         );
         let html = r.text().await.unwrap();
+        for option in ["id=\"dry-run\"", "id=\"atomic\""] {
+            assert!(html.contains(option), "{path}: {option}");
+        }
         for e in ["campaigns", "markers", "assets", "users"] {
             assert!(
                 html.contains(&format!("<option value=\"{e}\">")),
@@ -694,6 +697,62 @@ async fn scenario(app: &TestApp, b: &Browser) {
     // The same page under /v2.5 keeps the session.
     b.goto(&app.url("/v2.5/tools/requests")).await;
     b.wait_visible(&row, 20).await;
+
+    // The data page: the uploaded campaigns a page at a time, sorted by a column heading
+    // (twice: descending) and filtered, as the API lists them.
+    b.goto(&app.url("/tools/data?entity=campaigns")).await;
+    b.wait_visible("#rows tr", 20).await;
+    let range = b.wait_visible("#range", 20).await;
+    assert!(range.starts_with("1–100 of "), "{range}");
+    let click_name = "[...document.querySelectorAll('#heads button')]\
+                      .find(x => x.textContent.startsWith('name')).click(); return true;";
+    b.js(click_name, json!([])).await;
+    b.wait_js("the sort to be name", 20, "return document.getElementById('sort').value === 'name' \
+               && [...document.querySelectorAll('#heads button')].some(x => x.textContent === 'name ▲');", json!([])).await;
+    b.js(click_name, json!([])).await;
+    let (_, top) = json(
+        app.admin(Method::GET, "/campaigns?sort=-name&limit=1&fields=id,name")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let top_name = top[0]["name"].as_str().unwrap().to_string();
+    b.wait_js(
+        "the first row to be the greatest name",
+        20,
+        "const i = [...document.querySelectorAll('#heads button')].findIndex(x => x.textContent === 'name ▼');
+         const r = document.querySelector('#rows tr');
+         return i >= 0 && r && r.children[i].textContent === arguments[0];",
+        json!([top_name]),
+    )
+    .await;
+    // A filter: id above the 10th-from-last, ten rows.
+    let (_, ids) = json(
+        app.admin(Method::GET, "/campaigns?sort=-id&limit=11&fields=id")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let tenth = ids[10]["id"].as_i64().unwrap();
+    b.click("#add-filter").await;
+    b.type_into("#filters .f-field", "id").await;
+    b.js(
+        "document.querySelector('#filters .f-op').value = 'gt'; return true;",
+        json!([]),
+    )
+    .await;
+    b.type_into("#filters .f-value", &tenth.to_string()).await;
+    b.click("#apply").await;
+    b.wait_js(
+        "ten filtered rows",
+        20,
+        "return document.getElementById('range').textContent === '1–10 of 10';",
+        json!([]),
+    )
+    .await;
+    b.screenshot("06-data").await;
 
     eprintln!(
         "browser test: upload of {ROWS} rows in {run_time:?}, whole scenario {:?}",

@@ -170,6 +170,42 @@ async fn upload_of_valid_rows_exits_0_with_every_row_ok() {
 }
 
 #[tokio::test]
+async fn a_dry_run_says_what_would_happen_and_all_or_nothing_applies_nothing_on_a_failure() {
+    let s = setup("cli-dry").await;
+    s.write("dry.csv", "op;name\nc;Would-be one\nc;Would-be two\n");
+    let before = s.server.get("/campaigns").await.headers()["x-total-count"].clone();
+    let run = s
+        .run(&["upload", "dry.csv", "--entity", "campaigns", "--dry-run"])
+        .expect(0);
+    assert!(
+        run.stdout.contains("2 rows: 2 OK, 0 failed"),
+        "{}",
+        run.stdout
+    );
+    let dry = rows(&s.path("dry.csvres.csv"));
+    assert_eq!(dry[0], ["res", "id", "op", "name"]);
+    assert!(
+        dry[1..].iter().all(|r| r[0] == "OK" && r[1].is_empty()),
+        "no ids for would-be creations: {dry:?}"
+    );
+    let after = s.server.get("/campaigns").await.headers()["x-total-count"].clone();
+    assert_eq!(before, after, "nothing kept");
+
+    s.write(
+        "whole.csv",
+        "op;id;name\nc;;Kept only if all pass\nu;999999;missing\n",
+    );
+    let run = s
+        .run(&["upload", "whole.csv", "--entity", "campaigns", "--atomic"])
+        .expect(2);
+    assert!(run.stdout.contains("0 OK, 2 failed"), "{}", run.stdout);
+    let whole = rows(&s.path("whole.csvres.csv"));
+    assert!(whole[1][0].contains("not applied"), "{whole:?}");
+    let after = s.server.get("/campaigns").await.headers()["x-total-count"].clone();
+    assert_eq!(before, after, "nothing applied");
+}
+
+#[tokio::test]
 async fn failed_rows_exit_2_with_their_res_text_and_out_chooses_the_file() {
     let s = setup("cli-failed").await;
     s.write(

@@ -4,7 +4,8 @@
 //! running it; a new server on the same data directory resumes it from its last committed
 //! chunk. Every row must be applied exactly once: a result file of 200,000 rows, all `OK`,
 //! in input order, with distinct ids; exactly 200,000 campaigns; one `Line: <n> done` detail
-//! per row; and a `resumed (worker …)` detail from the second server.
+//! per row; and a `resumed (worker …)` detail from the second server. The same holds for rows
+//! that name their object by key: saves that create markers, then deletes of them by key.
 
 mod common;
 
@@ -22,7 +23,7 @@ const UPLOAD: &str = "/tools/uploader.ex.php";
 /// What this test asks of a server.
 trait UploadOps {
     async fn get_text(&self, path: &str) -> String;
-    async fn upload_background(&self, csv: Vec<u8>) -> String;
+    async fn upload_background(&self, entity: &str, csv: Vec<u8>) -> String;
     async fn details(&self, rid: &str) -> Vec<String>;
 }
 
@@ -36,10 +37,10 @@ impl UploadOps for Server {
         text
     }
 
-    /// Uploads `csv` as `big.csv` into campaigns in the background; returns the request id.
-    async fn upload_background(&self, csv: Vec<u8>) -> String {
+    /// Uploads `csv` as `big.csv` into `entity` in the background; returns the request id.
+    async fn upload_background(&self, entity: &str, csv: Vec<u8>) -> String {
         let form = Form::new()
-            .text("entity", "campaigns")
+            .text("entity", entity.to_string())
             .text("bgrs", "1")
             .part("csvfile", Part::bytes(csv).file_name("big.csv"));
         let r = self
@@ -242,7 +243,7 @@ async fn background_upload_survives_sigkill() {
     let csv = big_csv();
     let t0 = Instant::now();
     let mut first = Server::start("first", &data, None);
-    let rid = first.upload_background(csv).await;
+    let rid = first.upload_background("campaigns", csv).await;
     let uploaded = t0.elapsed();
     let result_file = data.join(format!("media/keep1m/bgrs.{rid}.result.csv"));
     let (progress, ahead) = wait_uncommitted_rows(&first, &rid, &result_file).await;
@@ -268,4 +269,90 @@ async fn background_upload_survives_sigkill() {
     let details = second.details(&rid).await;
     assert_details(&details, first.pid(), second.pid());
     eprintln!("total {:?}", t0.elapsed());
+}
+
+/// Rows in the upload of saves and deletes by key.
+const KEYED_ROWS: usize = 60_000;
+
+/// `op,campaign_id,name,page`: rows 1..=half save (create) marker `key <i>` in campaign `cid`
+/// by key, rows half+1..=2*half delete them again by key. A row applied twice, or not at all,
+/// shows: a second delete of a key, or a delete of a key never saved, fails with 404.
+fn keyed_csv(cid: i64) -> Vec<u8> {
+    let half = KEYED_ROWS / 2;
+    let mut csv = String::from("op,campaign_id,name,page\n");
+    for i in 1..=half {
+        csv.push_str(&format!("s,{cid},key {i},{i}\n"));
+    }
+    for i in 1..=half {
+        csv.push_str(&format!("d,{cid},key {i},\n"));
+    }
+    csv.into_bytes()
+}
+
+#[tokio::test]
+async fn background_saves_and_deletes_by_key_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut first = Server::start("first", &data, None);
+    let r = first
+        .client
+        .post(format!("{}/campaigns", first.base))
+        .basic_auth("admin", Some(PASSWORD))
+        .json(&serde_json::json!({"name": "keyed"}))
+        .send()
+        .await
+        .unwrap();
+    let cid = r.json::<Json>().await.unwrap()["id"].as_i64().unwrap();
+    let rid = first.upload_background("markers", keyed_csv(cid)).await;
+    let progress = wait_midway(&first, &rid).await;
+    first.kill();
+    eprintln!("killed at {progress}%");
+
+    let second = Server::start("second", &data, None);
+    second.wait_finished(&rid, Duration::from_secs(180)).await;
+    let result = second.get_text(&format!("/v2.5/bgrs/{rid}/result")).await;
+    let records: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(result.as_bytes())
+        .records()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(records.len(), KEYED_ROWS, "one result row per line");
+    let half = KEYED_ROWS / 2;
+    let mut ids = HashSet::with_capacity(half);
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(&r[0], "OK", "result row {}: {r:?}", i + 1);
+        let name = format!("key {}", i % half + 1);
+        assert_eq!(&r[4], name.as_str(), "result row {} out of order", i + 1);
+        let id: i64 = r[1]
+            .parse()
+            .unwrap_or_else(|e| panic!("row {}: {e}", i + 1));
+        if i < half {
+            assert!(ids.insert(id), "result row {}: id {id} twice", i + 1);
+        } else {
+            assert_eq!(
+                r[1],
+                records[i - half][1],
+                "row {} deletes what its save made",
+                i + 1
+            );
+        }
+    }
+    let r = second
+        .get(&format!("/markers?campaign_id={cid}&limit=1"))
+        .await;
+    assert_eq!(
+        r.headers()["x-total-count"],
+        "0",
+        "every saved marker deleted once"
+    );
+    let details = second.details(&rid).await;
+    let lines = details.iter().filter(|d| d.starts_with("Line: ")).count();
+    assert_eq!(lines, KEYED_ROWS, "one detail per line");
+    assert!(
+        details
+            .iter()
+            .any(|d| worker_pid(d, "resumed") == Some(second.pid())),
+        "resumed by the second server"
+    );
 }

@@ -350,3 +350,67 @@ async fn the_api_speaks_the_users_terms_and_suggests_the_field_meant() {
     );
     app.stop().await;
 }
+
+/// The index names of `table` in the database of `dir`.
+async fn indexes(dir: &Path, db: &Option<PgDb>, table: &str) -> Vec<String> {
+    let storage = entiserve::storage::open(&database_url(dir, db))
+        .await
+        .unwrap();
+    let names = entiserve::storage::ddl::index_names(storage.as_ref(), table)
+        .await
+        .unwrap();
+    storage.close().await;
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_true_creates_an_index_and_taking_it_away_drops_it() {
+    let (dir, entities, db) = fresh(BEFORE).await;
+    let app = boot(dir, entities, db, false).await;
+    let (s, a) = post(&app, "/products", json!({"title": "t", "price": "1"})).await;
+    assert_eq!(s, 200, "{a}");
+    let (dir, entities, db) = app.stop_keeping().await;
+    assert!(
+        !indexes(dir.path(), &db, "products")
+            .await
+            .contains(&"products_title_idx".into())
+    );
+
+    let indexed = "fields:\n  title: { type: string, index: true }\n  price: { type: string }\n";
+    std::fs::write(entities.join("products.yaml"), indexed).unwrap();
+    let (code, out) = plan(dir.path(), &entities, &db);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("create an index on `products.title`"), "{out}");
+    let app = boot(dir, entities, db, false).await;
+    let (dir, entities, db) = app.stop_keeping().await;
+    assert!(
+        indexes(dir.path(), &db, "products")
+            .await
+            .contains(&"products_title_idx".into()),
+        "the index exists after the start"
+    );
+    let (code, out) = plan(dir.path(), &entities, &db);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("nothing to change"), "{out}");
+
+    // Renamed, the index follows the column.
+    let renamed = "fields:\n  name: { type: string, index: true, renamed_from: title }\n  price: { type: string }\n";
+    std::fs::write(entities.join("products.yaml"), renamed).unwrap();
+    let app = boot(dir, entities, db, false).await;
+    let (_, one) = get(&app, "/products?name=t").await;
+    assert_eq!(one[0]["id"], a["id"]);
+    let (dir, entities, db) = app.stop_keeping().await;
+    let names = indexes(dir.path(), &db, "products").await;
+    assert!(names.contains(&"products_name_idx".into()), "{names:?}");
+    assert!(!names.contains(&"products_title_idx".into()), "{names:?}");
+
+    let plain = "fields:\n  name: { type: string }\n  price: { type: string }\n";
+    std::fs::write(entities.join("products.yaml"), plain).unwrap();
+    let (code, out) = plan(dir.path(), &entities, &db);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("drop the index on `products.name`"), "{out}");
+    let app = boot(dir, entities, db, false).await;
+    let (dir, _entities, db) = app.stop_keeping().await;
+    let names = indexes(dir.path(), &db, "products").await;
+    assert!(!names.contains(&"products_name_idx".into()), "{names:?}");
+}

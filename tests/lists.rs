@@ -385,7 +385,15 @@ async fn total_count_stays_exact_through_every_kind_of_write() {
     assert_eq!(r.status(), 200);
     assert_count(&app, "/markers", 31).await;
 
-    // A background batch, with failing items too.
+    // A background batch, with failing items too (other names: markers are keyed by
+    // campaign and name).
+    let items: Vec<Json> = items
+        .into_iter()
+        .map(|mut i| {
+            i["name"] = json!(format!("bg-{}", i["name"].as_str().unwrap()));
+            i
+        })
+        .collect();
     let r = app
         .admin(Method::POST, "/markers")
         .json(&items)

@@ -26,6 +26,9 @@ enum Op {
     Create,
     Update,
     Delete,
+    /// Create or update by the entity's key: `POST ?upsert=1`, a batch item of one, a CSV
+    /// `s` row without an id.
+    Save,
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -148,6 +151,47 @@ fn cases() -> Vec<Case> {
         "campaign_id": "$campaign",
     });
     vec![
+        // Saves by key (gadgets are keyed by `code`): a new key creates, a taken one updates
+        // that object.
+        case(
+            "save: a new key creates",
+            Save,
+            json!({"code": "sv#~", "qty": 3, "size": "l"}),
+            200,
+            None,
+        )
+        .on("gadgets", Target::New),
+        case(
+            "save: the key of an object updates it",
+            Save,
+            json!({"code": "u#~", "note": "after", "qty": 2}),
+            200,
+            None,
+        ),
+        case(
+            "save: without the key",
+            Save,
+            json!({"note": "no code"}),
+            400,
+            bad,
+        )
+        .on("gadgets", Target::New),
+        case(
+            "save: a value of the wrong type",
+            Save,
+            json!({"code": "u#~", "qty": "abc"}),
+            400,
+            bad,
+        )
+        .converted(),
+        case(
+            "save: an admin-only field by a user",
+            Save,
+            json!({"code": "u#~", "grade": 1}),
+            403,
+            Some("forbidden"),
+        )
+        .by(Who::Plain),
         // Creates.
         case("create: every field type", Create, all_types, 200, None),
         case(
@@ -562,6 +606,15 @@ async fn rest(app: &TestApp, c: &Case, who: Who, id: Option<i64>, payload: &Json
             Method::DELETE,
             &format!("/{}/{id}", c.entity),
         ),
+        // The object is named by the payload's key, never by id.
+        (Op::Save, _) => app
+            .as_user(
+                login,
+                password,
+                Method::POST,
+                &format!("/{}?upsert=1", c.entity),
+            )
+            .json(payload),
         _ => unreachable!("updates and deletes have a target"),
     };
     json(rb.send().await.unwrap()).await
@@ -577,8 +630,12 @@ async fn batch(app: &TestApp, c: &Case, who: Who, id: Option<i64>, payload: &Jso
             (Method::PUT, item)
         }
         Op::Delete => (Method::DELETE, json!(id.unwrap())),
+        Op::Save => (Method::POST, payload.clone()),
     };
-    let path = format!("/v2.5/{}?bgrs=false", c.entity);
+    let mut path = format!("/v2.5/{}?bgrs=false", c.entity);
+    if c.op == Op::Save {
+        path.push_str("&upsert=1");
+    }
     let (s, items) = json(
         app.as_user(login, password, method, &path)
             .json(&json!([item]))
@@ -675,7 +732,10 @@ async fn csv(
         Op::Create => "c",
         Op::Update => "u",
         Op::Delete => "d",
+        Op::Save => "s",
     };
+    // A save names its object by the payload's key.
+    let id = id.filter(|_| c.op != Op::Save);
     let mut row = vec![
         op.to_string(),
         id.map(|i| i.to_string()).unwrap_or_default(),
@@ -751,6 +811,7 @@ fn compare(c: &Case, rest: &Seen, batch: &Seen, csv: &Seen) -> Vec<String> {
         // What the outcome did to the stored objects.
         let delta = match (c.op, s.status) {
             (Op::Create, 200) => 1,
+            (Op::Save, 200) if matches!(c.target, Target::New) => 1,
             (Op::Delete, 200) => -1,
             _ => 0,
         };
@@ -771,7 +832,8 @@ fn compare(c: &Case, rest: &Seen, batch: &Seen, csv: &Seen) -> Vec<String> {
             );
         }
         match (c.op, s.status, &s.after) {
-            (Op::Create | Op::Update, 200, Some((200, _))) | (Op::Delete, 200, Some((404, _))) => {}
+            (Op::Create | Op::Update | Op::Save, 200, Some((200, _)))
+            | (Op::Delete, 200, Some((404, _))) => {}
             (_, 200, after) => check(false, format!("{via}: read back {after:?}")),
             _ => {}
         }

@@ -2,14 +2,14 @@
 //! period, the oldest removed beyond the number kept, and the age of the last good backup in
 //! the log after each attempt.
 
+use super::Target;
 use crate::settings::Settings;
-use std::path::PathBuf;
 use std::time::Instant;
 
 /// Takes a backup every `settings.backup_every` into `to` until `stop`.
 pub fn spawn(
     settings: &Settings,
-    to: PathBuf,
+    to: Target,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let inst = super::Installation {
@@ -25,20 +25,20 @@ pub fn spawn(
                 _ = tokio::time::sleep(every) => {}
                 _ = stop.changed() => return,
             }
-            let (inst, to2) = (inst.clone(), to.clone());
-            let taken = tokio::task::spawn_blocking(move || {
-                let dir = super::backup(&inst, &to2)?;
-                let removed = super::prune(&to2, keep)?;
-                Ok::<_, anyhow::Error>((dir, removed.len()))
-            })
-            .await;
-            match taken {
-                Ok(Ok((dir, removed))) => {
+            match super::target::take(&inst, &to).await {
+                Ok(at) => {
                     last_good = Some(Instant::now());
-                    tracing::info!(backup = %dir.display(), removed, "backup taken");
+                    crate::telemetry::backup_taken();
+                    tracing::info!(backup = %at, "backup taken");
+                    // A failed pruning does not make the backup any less good.
+                    match super::target::prune(&to, keep).await {
+                        Ok(removed) => tracing::info!(removed, "old backups pruned"),
+                        Err(e) => {
+                            tracing::error!(error = %format!("{e:#}"), "pruning backups failed")
+                        }
+                    }
                 }
-                Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "backup failed"),
-                Err(e) => tracing::error!(error = %e, "backup failed"),
+                Err(e) => tracing::error!(error = %format!("{e:#}"), "backup failed"),
             }
             match last_good {
                 Some(t) => tracing::info!(

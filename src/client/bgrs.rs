@@ -57,7 +57,7 @@ async fn list(conn: &Conn) -> Result<u8, Failure> {
     for r in &records {
         rows.push([
             r.get("rid"),
-            r.get("name"),
+            name_of(r),
             r.get("status_name"),
             format!("{}%", r.get("progress")),
             r.get("created_dt"),
@@ -66,6 +66,18 @@ async fn list(conn: &Conn) -> Result<u8, Failure> {
     }
     print!("{}", table(&rows));
     Ok(0)
+}
+
+/// A request's name, with `(dry run)` or `(all or nothing)` when it is one.
+fn name_of(r: &Record) -> String {
+    let mut name = r.get("name");
+    if r.get("dry_run") == "1" {
+        name.push_str(" (dry run)");
+    }
+    if r.get("atomic") == "1" {
+        name.push_str(" (all or nothing)");
+    }
+    name
 }
 
 /// Rows as left-aligned columns two spaces apart, with no trailing blanks.

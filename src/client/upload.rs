@@ -53,6 +53,12 @@ pub struct UploadArgs {
     /// Where to write the result CSV [default: FILE with `res.csv` appended].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Check and run every row, then keep nothing; the result says what would happen.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// All or nothing: when a row fails, apply none of the file.
+    #[arg(long)]
+    pub atomic: bool,
 }
 
 /// Runs `entiserve upload`.
@@ -200,6 +206,12 @@ async fn send(conn: &Conn, args: &UploadArgs, input: &Input) -> Result<String, F
         .text("bgrs", "1");
     if let Some(id) = args.campaign_id {
         form = form.text("campaign_id", id.to_string());
+    }
+    if args.dry_run {
+        form = form.text("dry_run", "1");
+    }
+    if args.atomic {
+        form = form.text("atomic", "1");
     }
     let form = form.part("csvfile", part);
     let req = conn

@@ -4,6 +4,7 @@
 //! On PostgreSQL each call runs in a savepoint so a failing one leaves the others; on SQLite
 //! a failing statement undoes only itself, so no savepoint is needed.
 
+use super::changes::{ChunkLog, NO_REQUEST, Recorder};
 use super::prepare::{self, Prepared};
 use super::retry::Retry;
 use super::{Call, CallError, Caller, Engine, Op, Outcome, exec};
@@ -22,7 +23,7 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
             .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
     };
     match (op, item) {
-        (Op::Create, Json::Object(m)) => Ok(Call {
+        (Op::Create | Op::Save, Json::Object(m)) => Ok(Call {
             entity: entity.to_string(),
             op,
             id: None,
@@ -30,15 +31,23 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
             prehashed: false,
         }),
         (Op::Update, Json::Object(m)) => {
-            let id = m.get("id").and_then(id_of).ok_or_else(|| {
-                CallError::invalid_field("id", "each item of a PUT batch needs an integer `id`")
-            })?;
+            // Without `id` the item names its object by the entity's key (checked when the
+            // call is prepared).
+            let id = match m.get("id") {
+                None => None,
+                Some(v) => Some(id_of(v).ok_or_else(|| {
+                    CallError::invalid_field(
+                        "id",
+                        "each item of a PUT batch needs an integer `id` (or the entity's key)",
+                    )
+                })?),
+            };
             let mut params = m.clone();
             params.remove("id");
             Ok(Call {
                 entity: entity.to_string(),
                 op,
-                id: Some(id),
+                id,
                 params,
                 prehashed: false,
             })
@@ -109,11 +118,18 @@ impl Engine {
         caller: &Caller,
         prepared: &[Result<Prepared, CallError>],
         full: bool,
+        rec: Option<&Recorder>,
     ) -> Result<Vec<Outcome>, StorageError> {
-        let isolate = self.storage.dialect() == Dialect::Postgres;
+        let d = self.storage.dialect();
+        let isolate = d == Dialect::Postgres;
         if isolate {
             lock_targets(self, tx, prepared).await?;
         }
+        let mut log = match rec {
+            Some(r) => Some(ChunkLog::start(r, tx, d, prepared).await?),
+            None => None,
+        };
+        let stamp = log.as_ref().map_or(NO_REQUEST, ChunkLog::stamp);
         let n = prepared.len();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
         let mut i = 0;
@@ -137,6 +153,12 @@ impl Engine {
                     .filter_map(|r| r.as_ref().ok())
                     .collect();
                 if let Some(objs) = exec::insert_group(self, tx, &group, isolate, full).await? {
+                    if let Some(log) = &mut log {
+                        let ids = objs
+                            .iter()
+                            .filter_map(|o| o.get("id").and_then(Json::as_i64));
+                        log.created(&p.entity, ids);
+                    }
                     for (k, o) in objs.into_iter().enumerate() {
                         outcomes[i + k] = Some(Ok(o));
                     }
@@ -149,10 +171,21 @@ impl Engine {
             // One at a time: a single call, or a group in which some row failed.
             for k in i..j {
                 if let Ok(p) = &prepared[k] {
-                    outcomes[k] = Some(exec::execute(self, tx, caller, p, isolate).await?);
+                    let by_key = match &log {
+                        Some(log) if p.by_key() => log.read_by_key(tx, d, p).await?,
+                        _ => None,
+                    };
+                    let o = exec::execute(self, tx, caller, p, isolate, stamp).await?;
+                    if let Some(log) = &mut log {
+                        log.applied(p, &o, by_key);
+                    }
+                    outcomes[k] = Some(o);
                 }
             }
             i = j;
+        }
+        if let Some(log) = log {
+            log.write(tx, d).await?;
         }
         Ok(outcomes
             .into_iter()
@@ -162,10 +195,16 @@ impl Engine {
 
     /// After a chunk committed: tells listeners about the users it changed.
     pub fn after_chunk(&self, prepared: &[Result<Prepared, CallError>], outcomes: &[Outcome]) {
+        // Counted per entity and operation, once per chunk.
+        let mut applied: BTreeMap<(&str, Op), u64> = BTreeMap::new();
         for (p, o) in prepared.iter().zip(outcomes) {
-            if let (Ok(p), Ok(_)) = (p, o) {
-                self.after(p);
+            if let (Ok(p), Ok(obj)) = (p, o) {
+                self.user_may_have_changed(p, obj);
+                *applied.entry((p.entity.name.as_str(), p.op)).or_default() += 1;
             }
+        }
+        for ((entity, op), n) in applied {
+            crate::telemetry::applied(entity, op.name(), n);
         }
     }
 
@@ -182,7 +221,7 @@ impl Engine {
             let result = async {
                 let mut tx = self.storage.begin().await?;
                 match self
-                    .execute_chunk(tx.as_mut(), caller, prepared, full)
+                    .execute_chunk(tx.as_mut(), caller, prepared, full, None)
                     .await
                 {
                     Ok(o) => {

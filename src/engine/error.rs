@@ -12,6 +12,11 @@ pub enum CallError {
     ChangedElsewhere(String),
     /// No object with that id.
     NotFound { entity: String, id: i64 },
+    /// No object with that natural key: its fields and the values looked for.
+    NoKeyMatch {
+        entity: String,
+        key: Vec<(String, Json)>,
+    },
     /// The caller's role does not allow this.
     Forbidden(String),
     /// The payload names fields the entity does not have.
@@ -26,10 +31,15 @@ pub enum CallError {
     InvalidReference { field: Option<String> },
     /// A unique field's value is taken.
     Conflict { field: Option<String> },
+    /// Another object has the same natural key (of several fields).
+    KeyTaken { key: Vec<String> },
     /// The object is referenced by others and cannot be deleted.
     Referenced { by: Vec<String> },
     /// A storage failure; details are logged, not shown.
     Internal,
+    /// The call succeeded but was not applied: `failed` (`line 7`, `item 3`) failed in the
+    /// same all-or-nothing request.
+    NotApplied { failed: String },
 }
 
 impl CallError {
@@ -43,12 +53,17 @@ impl CallError {
 
     pub fn status(&self) -> u16 {
         match self {
-            CallError::UnknownEntity(_) | CallError::NotFound { .. } => 404,
+            CallError::UnknownEntity(_)
+            | CallError::NotFound { .. }
+            | CallError::NoKeyMatch { .. } => 404,
             CallError::Forbidden(_) => 403,
             CallError::UnknownFields(_)
             | CallError::Invalid { .. }
             | CallError::InvalidReference { .. } => 400,
-            CallError::Conflict { .. } | CallError::Referenced { .. } => 409,
+            CallError::Conflict { .. }
+            | CallError::KeyTaken { .. }
+            | CallError::Referenced { .. }
+            | CallError::NotApplied { .. } => 409,
             CallError::Internal => 500,
             CallError::ChangedElsewhere(_) => 503,
         }
@@ -56,14 +71,17 @@ impl CallError {
 
     pub fn code(&self) -> &'static str {
         match self {
-            CallError::UnknownEntity(_) | CallError::NotFound { .. } => "not_found",
+            CallError::UnknownEntity(_)
+            | CallError::NotFound { .. }
+            | CallError::NoKeyMatch { .. } => "not_found",
             CallError::Forbidden(_) => "forbidden",
             CallError::UnknownFields(_) => "unknown_field",
             CallError::Invalid { .. } => "validation_failed",
             CallError::InvalidReference { .. } => "invalid_reference",
-            CallError::Conflict { .. } => "conflict",
+            CallError::Conflict { .. } | CallError::KeyTaken { .. } => "conflict",
             CallError::Referenced { .. } => "referenced",
             CallError::Internal => "internal_error",
+            CallError::NotApplied { .. } => "not_applied",
             CallError::ChangedElsewhere(_) => "unavailable",
         }
     }
@@ -75,6 +93,10 @@ impl CallError {
                 "another server on this database changed the definition of `{e}`; this server serves it again once its own entity files match (reload it)"
             ),
             CallError::NotFound { entity, id } => format!("{entity} {id} does not exist"),
+            CallError::NoKeyMatch { entity, key } => {
+                let shown: Vec<String> = key.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                format!("no {entity} object has {}", shown.join(" and "))
+            }
             CallError::Forbidden(why) => why.clone(),
             CallError::UnknownFields(f) => {
                 let names: Vec<String> = f
@@ -97,6 +119,10 @@ impl CallError {
                 format!("another object already has this `{f}`")
             }
             CallError::Conflict { field: None } => "a unique value is already taken".into(),
+            CallError::KeyTaken { key } => {
+                let names: Vec<String> = key.iter().map(|k| format!("`{k}`")).collect();
+                format!("another object already has this key ({})", names.join(", "))
+            }
             CallError::Referenced { by } if !by.is_empty() => {
                 format!("the object is still referenced by {}", by.join(", "))
             }
@@ -104,6 +130,9 @@ impl CallError {
                 "the object is still referenced by other objects".into()
             }
             CallError::Internal => "the server failed to handle this request".into(),
+            CallError::NotApplied { failed } => {
+                format!("not applied: {failed} failed, and all or nothing was asked for")
+            }
         }
     }
 
@@ -125,6 +154,17 @@ impl CallError {
                 vec![(f.clone(), "no such object".into())]
             }
             CallError::Conflict { field: Some(f) } => vec![(f.clone(), "already taken".into())],
+            CallError::KeyTaken { key } => key
+                .iter()
+                .map(|k| {
+                    let others: Vec<&str> =
+                        key.iter().filter(|o| *o != k).map(String::as_str).collect();
+                    (
+                        k.clone(),
+                        format!("already taken together with {}", others.join(", ")),
+                    )
+                })
+                .collect(),
             _ => return None,
         };
         Some(

@@ -5,7 +5,8 @@
 use super::prepare::Prepared;
 use super::{CallError, Caller, Engine, Op, Outcome, render};
 use crate::schema::{Entity, FieldType};
-use crate::storage::{Exec, PoolExec, StorageError, Value, entity};
+use crate::storage::entity::{self, Target};
+use crate::storage::{Exec, PoolExec, StorageError, Value};
 
 /// Runs one prepared call on `ex`. With `isolate`, the call runs inside a savepoint so that its
 /// failure leaves the rest of the transaction usable (needed on PostgreSQL, where a failed
@@ -16,25 +17,47 @@ pub async fn execute(
     _caller: &Caller,
     p: &Prepared,
     isolate: bool,
+    stamp: i64,
 ) -> Result<Outcome, StorageError> {
     if isolate {
         ex.execute("SAVEPOINT item", &[]).await?;
     }
-    let result = run(ex, engine.storage.dialect(), p).await;
+    let result = run(ex, engine.storage.dialect(), p, stamp).await;
     let outcome = match result {
-        Ok(Some(row)) => Ok(render::object(&p.entity, &row)),
-        Ok(None) => Err(CallError::NotFound {
+        Ok(Done::Row(row)) => Ok(render::object(&p.entity, &row)),
+        Ok(Done::Refused(e)) => Err(e),
+        Ok(Done::Missing) if p.by_key() => Err(CallError::NoKeyMatch {
+            entity: p.entity.name.clone(),
+            key: p
+                .key
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
+        }),
+        Ok(Done::Missing) => Err(CallError::NotFound {
             entity: p.entity.name.clone(),
             id: p.id.unwrap_or_default(),
         }),
-        Err(StorageError::Unique { column }) => Err(CallError::Conflict { field: column }),
+        Err(StorageError::Unique { column }) => Err(conflict(&p.entity, column)),
         Err(StorageError::NotNull { column }) => Err(CallError::invalid_field(
             column.as_deref().unwrap_or("value"),
             "may not be null",
         )),
-        Err(StorageError::ForeignKey) if p.op == Op::Delete => Err(CallError::Referenced {
-            by: referrers(engine, &p.entity, p.id).await,
-        }),
+        Err(StorageError::ForeignKey) if p.op == Op::Delete => {
+            let id = match p.id {
+                Some(id) => Some(id),
+                None => {
+                    let mut pool = PoolExec(engine.storage.as_ref());
+                    let d = engine.storage.dialect();
+                    entity::find_id(&mut pool, d, &p.entity, Target::Key(&p.key))
+                        .await
+                        .unwrap_or(None)
+                }
+            };
+            Err(CallError::Referenced {
+                by: referrers(engine, &p.entity, id).await,
+            })
+        }
         Err(StorageError::ForeignKey) => Err(CallError::InvalidReference {
             field: missing_reference(engine, p).await,
         }),
@@ -56,17 +79,81 @@ pub async fn execute(
     Ok(outcome)
 }
 
+/// The error of a taken unique value. Storage names a unique index by its columns joined
+/// with `_`, so a key of several fields is recognised by that name.
+fn conflict(e: &Entity, column: Option<String>) -> CallError {
+    match column {
+        Some(c) if e.key.len() > 1 && c == e.key.join("_") => {
+            CallError::KeyTaken { key: e.key.clone() }
+        }
+        column => CallError::Conflict { field: column },
+    }
+}
+
+/// What running a prepared call came to.
+enum Done {
+    /// The object created, updated or deleted.
+    Row(crate::storage::Row),
+    /// No object has that id or key.
+    Missing,
+    /// A save found no object to update and cannot create one.
+    Refused(CallError),
+}
+
+/// Attempts at a save by key: each update that finds nothing is followed by an insert that
+/// yields to a row another writer inserted meanwhile, which the next update then finds.
+const SAVE_ATTEMPTS: usize = 3;
+
+/// The values an update writes: the call's, and the stamp of who changed the row
+/// ([`crate::storage::changes::REV`]).
+fn stamped(p: &Prepared, stamp: i64) -> Vec<(String, Value)> {
+    let mut values = Vec::with_capacity(p.values.len() + 1);
+    values.extend(p.values.iter().cloned());
+    values.push((crate::storage::changes::REV.to_string(), Value::int(stamp)));
+    values
+}
+
 async fn run(
     ex: &mut dyn Exec,
     d: crate::storage::Dialect,
     p: &Prepared,
-) -> Result<Option<crate::storage::Row>, StorageError> {
+    stamp: i64,
+) -> Result<Done, StorageError> {
     let e = p.entity.as_ref();
-    match (p.op, p.id) {
-        (Op::Create, _) => entity::insert(ex, d, e, p.values.clone()).await.map(Some),
-        (Op::Update, Some(id)) => entity::update(ex, d, e, id, p.values.clone()).await,
-        (Op::Delete, Some(id)) => entity::delete(ex, d, e, id).await,
-        _ => Ok(None),
+    let found = |row: Option<crate::storage::Row>| row.map_or(Done::Missing, Done::Row);
+    let target = match p.id {
+        Some(id) => Target::Id(id),
+        None => Target::Key(&p.key),
+    };
+    match p.op {
+        Op::Create => entity::insert(ex, d, e, p.values.clone())
+            .await
+            .map(Done::Row),
+        Op::Update => Ok(found(
+            entity::update(ex, d, e, target, stamped(p, stamp)).await?,
+        )),
+        Op::Delete => Ok(found(entity::delete(ex, d, e, target).await?)),
+        Op::Save => {
+            for _ in 0..SAVE_ATTEMPTS {
+                if let Some(row) = entity::update(ex, d, e, target, stamped(p, stamp)).await? {
+                    return Ok(Done::Row(row));
+                }
+                let values = match &p.create {
+                    Some(Ok(v)) => v.clone(),
+                    Some(Err(why)) => return Ok(Done::Refused(why.clone())),
+                    None => return Ok(Done::Missing),
+                };
+                if let Some(row) = entity::insert_unless_key_taken(ex, d, e, values, &e.key).await?
+                {
+                    return Ok(Done::Row(row));
+                }
+            }
+            // The key kept appearing and vanishing under other writers: run it again.
+            Err(StorageError::Contention {
+                class: crate::storage::contention::Class::Serialization,
+                message: "a save by key kept meeting other writers of the same key".into(),
+            })
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! never affects the others in its group. A group that meets a busy database runs again as a
 //! whole.
 
+use super::changes::NO_REQUEST;
 use super::prepare::Prepared;
 use super::retry::Retry;
 use super::{Caller, Engine, Outcome, exec, internal};
@@ -52,8 +53,8 @@ async fn write(engine: &Engine, group: &mut Vec<Job>) {
     match committed {
         Ok(outcomes) => {
             for (j, o) in group.drain(..).zip(outcomes) {
-                if o.is_ok() {
-                    engine.after(&j.prepared);
+                if let Ok(obj) = &o {
+                    engine.after(&j.prepared, obj);
                 }
                 let _ = j.reply.send(o);
             }
@@ -72,7 +73,16 @@ async fn attempt(engine: &Engine, group: &[Job]) -> Result<Vec<Outcome>, Storage
     let mut tx = engine.storage.begin().await?;
     let mut outcomes = Vec::with_capacity(group.len());
     for j in group {
-        match exec::execute(engine, tx.as_mut(), &j.caller, &j.prepared, false).await {
+        match exec::execute(
+            engine,
+            tx.as_mut(),
+            &j.caller,
+            &j.prepared,
+            false,
+            NO_REQUEST,
+        )
+        .await
+        {
             Ok(o) => outcomes.push(o),
             Err(e) => {
                 let _ = tx.rollback().await;

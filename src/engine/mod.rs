@@ -3,16 +3,19 @@
 //! ([`prepare`]), then executed in a storage transaction ([`exec`]). The engine knows no HTTP.
 
 pub mod batch;
+pub mod changes;
 pub mod cursor;
 mod error;
 pub mod exec;
 mod group;
 pub mod hooks;
 pub mod prepare;
+pub mod query;
 pub mod read;
 pub mod render;
 pub mod retry;
 pub mod secrets;
+pub mod whole;
 
 pub use error::CallError;
 
@@ -37,12 +40,29 @@ impl Caller {
 }
 
 /// A change operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     Create,
     Update,
     Delete,
+    /// Update the object named by `id`, else by the entity's key, creating it when none has
+    /// that key (CSV `s`, `POST ?upsert=1`).
+    Save,
+}
+
+impl Op {
+    /// Its name, as in the stored calls: `create`, `update`, `save`, `delete`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Update => "update",
+            Op::Save => "save",
+            Op::Delete => "delete",
+        }
+    }
 }
 
 /// One change to one object.
@@ -50,7 +70,8 @@ pub enum Op {
 pub struct Call {
     pub entity: String,
     pub op: Op,
-    /// The object's id: required for update and delete, absent for create.
+    /// The object's id: absent for create; for update, delete and save absent when the object
+    /// is named by the entity's key (taken from `params`).
     pub id: Option<i64>,
     /// Field values, already of the fields' JSON types (see [`prepare::coerce_strings`]).
     pub params: Map<String, Json>,
@@ -141,8 +162,8 @@ impl Engine {
         loop {
             match self.try_call(caller, &prepared).await {
                 Ok(outcome) => {
-                    if outcome.is_ok() {
-                        self.after(&prepared);
+                    if let Ok(obj) = &outcome {
+                        self.after(&prepared, obj);
                     }
                     return outcome;
                 }
@@ -160,14 +181,24 @@ impl Engine {
         prepared: &prepare::Prepared,
     ) -> Result<Outcome, crate::storage::StorageError> {
         if self.storage.dialect() == crate::storage::Dialect::Postgres {
-            // A call is one statement (insert, update or delete ... RETURNING), atomic on its
+            // A call is one statement (a save by key: statements that each stand alone) (insert, update or delete ... RETURNING), atomic on its
             // own, and PostgreSQL's triggers count its rows inside it: no BEGIN and COMMIT
             // round trips around it.
             let mut ex = crate::storage::AutoCommit(self.storage.as_ref());
-            return exec::execute(self, &mut ex, caller, prepared, false).await;
+            return exec::execute(self, &mut ex, caller, prepared, false, changes::NO_REQUEST)
+                .await;
         }
         let mut tx = self.storage.begin().await?;
-        match exec::execute(self, tx.as_mut(), caller, prepared, false).await {
+        match exec::execute(
+            self,
+            tx.as_mut(),
+            caller,
+            prepared,
+            false,
+            changes::NO_REQUEST,
+        )
+        .await
+        {
             Ok(outcome) => {
                 if outcome.is_ok() {
                     tx.commit().await?;
@@ -183,10 +214,18 @@ impl Engine {
         }
     }
 
-    /// Tells listeners about committed changes to users.
-    pub fn after(&self, p: &prepare::Prepared) {
+    /// Tells listeners about committed changes to users (`obj` is the object the call
+    /// returned, which names its id when the call named it by key).
+    pub fn after(&self, p: &prepare::Prepared, obj: &Json) {
+        crate::telemetry::applied(&p.entity.name, p.op.name(), 1);
+        self.user_may_have_changed(p, obj);
+    }
+
+    /// Tells listeners when an applied call changed a user.
+    fn user_may_have_changed(&self, p: &prepare::Prepared, obj: &Json) {
         if p.entity.name == "users"
-            && let Some(id) = p.id
+            && p.op != Op::Create
+            && let Some(id) = p.id.or_else(|| obj.get("id").and_then(Json::as_i64))
         {
             (self.user_changed)(id);
         }

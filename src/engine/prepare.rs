@@ -13,9 +13,36 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Prepared {
     pub entity: Arc<Entity>,
+    /// `Save` only when the object is named by its key (a save by id is an update, one without
+    /// a key a create).
     pub op: Op,
     pub id: Option<i64>,
     pub values: Vec<(String, Value)>,
+    /// When `id` is `None` and the op is not a create: the key's columns and the values that
+    /// name the object.
+    pub key: Vec<(String, Value)>,
+    /// A save: the values a create writes (`values` with defaults and `created_dt`), or why it
+    /// cannot create.
+    pub create: Option<Result<Vec<(String, Value)>, CallError>>,
+}
+
+impl Prepared {
+    /// A prepared call that names its object by id (or creates one).
+    fn plain(entity: Arc<Entity>, op: Op, id: Option<i64>, values: Vec<(String, Value)>) -> Self {
+        Prepared {
+            entity,
+            op,
+            id,
+            values,
+            key: Vec::new(),
+            create: None,
+        }
+    }
+
+    /// Whether the object is named by its key.
+    pub fn by_key(&self) -> bool {
+        self.id.is_none() && self.op != Op::Create
+    }
 }
 
 /// Converts string parameters (query string, form, CSV cells) to the fields' JSON types.
@@ -60,12 +87,46 @@ fn invalid(fields: BTreeMap<String, String>) -> CallError {
     }
 }
 
-/// Whether `caller` may write `e`'s object `id` (None for create).
+/// Whether `caller` may write `e`'s object `id` (None for create, or for an object named by
+/// its key: then only a caller with the entity's write role may).
 fn may_write(e: &Entity, caller: &Caller, op: Op, id: Option<i64>) -> bool {
     if e.access.write.admits(caller.role) {
         return true;
     }
     op == Op::Update && e.access.own_update && id == Some(caller.id)
+}
+
+/// The values of `e`'s key that name an object, from the call's values; every key field must
+/// be given.
+fn key_values(e: &Entity, values: &[(String, Value)]) -> Result<Vec<(String, Value)>, CallError> {
+    let mut out = Vec::with_capacity(e.key.len());
+    let mut missing = BTreeMap::new();
+    for k in &e.key {
+        match values.iter().find(|(c, v)| c == k && !is_null(v)) {
+            Some((c, v)) => out.push((c.clone(), v.clone())),
+            None => {
+                missing.insert(
+                    k.clone(),
+                    format!(
+                        "is needed to find the object by its key {} (or give `id`)",
+                        e.key_shown()
+                    ),
+                );
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(invalid(missing))
+    }
+}
+
+fn is_null(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Int(None) | Value::Float(None) | Value::Bool(None) | Value::Text(None)
+    )
 }
 
 /// Whether `caller` may read `e`'s object `id` (None: the collection).
@@ -96,10 +157,19 @@ pub async fn prepare_at(
     let e = entity.as_ref();
     let mut call = call;
     hooks.before_call(e, caller, &mut call)?;
-    if call.op != Op::Create && call.id.is_none() {
+    // A save by id is an update; one without an id creates unless a key can name the object.
+    match (call.op, call.id) {
+        (Op::Save, Some(_)) => call.op = Op::Update,
+        (Op::Save, None) if !e.has_key() => call.op = Op::Create,
+        _ => {}
+    }
+    if matches!(call.op, Op::Update | Op::Delete) && call.id.is_none() && !e.has_key() {
         return Err(CallError::invalid_field(
             "id",
-            "required for update and delete",
+            format!(
+                "required for update and delete (`{}` has no key to name an object by)",
+                e.name
+            ),
         ));
     }
     if !may_write(e, caller, call.op, call.id) {
@@ -109,17 +179,18 @@ pub async fn prepare_at(
                 Op::Create => "create",
                 Op::Update => "update",
                 Op::Delete => "delete",
+                Op::Save => "create or update",
             },
             e.name
         )));
     }
     if call.op == Op::Delete {
-        return Ok(Prepared {
-            entity,
-            op: call.op,
-            id: call.id,
-            values: Vec::new(),
-        });
+        if call.id.is_some() {
+            return Ok(Prepared::plain(entity, call.op, call.id, Vec::new()));
+        }
+        // Named by its key: the key's values are checked like any value of those fields;
+        // other parameters are ignored, as for a delete by id.
+        call.params.retain(|k, _| e.key.contains(k));
     }
     let prehashed = call.prehashed;
     let mut params = call.params;
@@ -159,7 +230,7 @@ pub async fn prepare_at(
     if !unknown.is_empty() {
         return Err(CallError::unknown_fields(e, unknown));
     }
-    for k in params.keys() {
+    for k in params.keys().filter(|_| call.op != Op::Delete) {
         let f = e.field(k).expect("checked above");
         if let Some(role) = f.write_role
             && !role.admits(caller.role)
@@ -171,6 +242,7 @@ pub async fn prepare_at(
         }
     }
     let instance = Json::Object(params);
+    // A save is checked as an update; what a create needs besides is checked below.
     let validator = if call.op == Op::Create {
         &e.create_validator
     } else {
@@ -279,13 +351,51 @@ pub async fn prepare_at(
     if call.op == Op::Create {
         values.push(("created_dt".into(), Value::text(now)));
     }
+    let key = if call.id.is_none() && call.op != Op::Create {
+        key_values(e, &values)?
+    } else {
+        Vec::new()
+    };
+    if call.op == Op::Delete {
+        let mut p = Prepared::plain(entity, call.op, None, Vec::new());
+        p.key = key;
+        return Ok(p);
+    }
+    let create = (call.op == Op::Save).then(|| create_values(e, &values, now));
     values.push(("updated_dt".into(), Value::text(now)));
-    Ok(Prepared {
-        entity,
-        op: call.op,
-        id: call.id,
-        values,
-    })
+    let mut p = Prepared::plain(entity, call.op, call.id, values);
+    p.key = key;
+    p.create = create;
+    Ok(p)
+}
+
+/// What a save writes when it creates: the given `values`, the defaults of the fields not
+/// given, and the times; or, when a required field is missing, the error a create gives.
+fn create_values(
+    e: &Entity,
+    values: &[(String, Value)],
+    now: &str,
+) -> Result<Vec<(String, Value)>, CallError> {
+    let mut out = Vec::with_capacity(e.fields.len() + 2);
+    let mut missing = BTreeMap::new();
+    for f in &e.fields {
+        match values.iter().find(|(c, _)| *c == f.name) {
+            Some(given) => out.push(given.clone()),
+            None => match &f.default {
+                Some(d) => out.push((f.name.clone(), Value::from_json(f.ty.col_type(), d))),
+                None if f.required => {
+                    missing.insert(f.name.clone(), "is required".to_string());
+                }
+                None => {}
+            },
+        }
+    }
+    if !missing.is_empty() {
+        return Err(invalid(missing));
+    }
+    out.push(("created_dt".into(), Value::text(now)));
+    out.push(("updated_dt".into(), Value::text(now)));
+    Ok(out)
 }
 
 /// The problem with a date, datetime or enum value given as a string, in the words

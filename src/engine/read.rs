@@ -5,9 +5,9 @@
 //! core is in progress; more wait their turn without using the CPU, which leaves it to point
 //! reads (an object by id, a sign-in), which are never queued.
 
-use super::cursor;
-use super::prepare::{coerce_strings, may_read};
+use super::prepare::may_read;
 use super::{CallError, Caller, Engine, internal, render};
+use super::{cursor, query};
 use crate::schema::Entity;
 use crate::storage::{ListExec, PoolExec, Value, entity};
 use serde_json::Value as Json;
@@ -31,6 +31,20 @@ pub enum PageStart {
     Cursor(String),
 }
 
+/// What a list asks for: query parameters that are not reserved (filters: `field=value` and
+/// `field[op]=value`), `sort`, `fields`, the page size and where the page starts.
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    pub filters: Vec<(String, String)>,
+    pub sort: Option<String>,
+    pub fields: Option<String>,
+    /// Only the objects this background request created or changed (its visibility to the
+    /// caller is checked by the caller of [`Engine::list`]).
+    pub changed_by: Option<String>,
+    pub limit: i64,
+    pub start: PageStart,
+}
+
 /// A page of objects and the number of objects matching the filters.
 pub struct Page {
     pub entity: Arc<Entity>,
@@ -38,6 +52,8 @@ pub struct Page {
     pub total: i64,
     /// The cursor of the next page; `None` on the last page (and with `limit=0`).
     pub next: Option<String>,
+    /// The columns asked for with `fields`, in that order; `None` for all.
+    pub columns: Option<Vec<String>>,
 }
 
 impl Engine {
@@ -66,77 +82,35 @@ impl Engine {
         }
     }
 
-    /// A page of a collection, filtered by equality on fields (string values, coerced).
-    pub async fn list(
-        &self,
-        caller: &Caller,
-        name: &str,
-        filters: Vec<(String, String)>,
-        limit: i64,
-        start: PageStart,
-    ) -> Result<Page, CallError> {
-        let start = match start {
-            PageStart::Offset(n) => entity::Start::Offset(n),
-            PageStart::Cursor(c) => entity::Start::AfterId(cursor::decode(&c)?),
-        };
+    /// A page of a collection: filtered, sorted, with the chosen columns (see [`ListQuery`]).
+    pub async fn list(&self, caller: &Caller, name: &str, q: ListQuery) -> Result<Page, CallError> {
         let e = self.entity(name)?;
         if !may_read(&e, caller, None) {
             return Err(CallError::Forbidden(format!(
                 "your role may not read {name}"
             )));
         }
-        let mut conds = Vec::new();
-        let mut typed_filters = Vec::new();
-        for (k, v) in filters {
-            match k.as_str() {
-                "id" => match crate::input::id(&v) {
-                    Some(i) => conds.push(entity::Filter {
-                        column: k,
-                        value: Value::int(i),
-                    }),
-                    None => {
-                        return Err(CallError::invalid_field(
-                            "id",
-                            format!("`{v}` is not an integer"),
-                        ));
-                    }
-                },
-                "created_dt" | "updated_dt" => conds.push(entity::Filter {
-                    column: k,
-                    value: Value::text(v),
-                }),
-                _ => match e.field(&k) {
-                    Some(f) if f.secret => return Err(CallError::UnknownFields(vec![(k, None)])),
-                    Some(f)
-                        if v.trim().is_empty()
-                            && !matches!(
-                                f.ty,
-                                crate::schema::FieldType::String | crate::schema::FieldType::Text
-                            ) =>
-                    {
-                        return Err(CallError::invalid_field(
-                            &k,
-                            "an empty filter value matches nothing; leave the filter out",
-                        ));
-                    }
-                    Some(_) => typed_filters.push((k, v)),
-                    None => return Err(CallError::unknown_fields(&e, vec![k])),
-                },
+        let mut conds = query::filters(&e, q.filters)?;
+        if let Some(rid) = q.changed_by {
+            conds.push(query::changed_by(rid)?);
+        }
+        let sort = match &q.sort {
+            Some(s) => query::sort(&e, s)?,
+            None => Vec::new(),
+        };
+        let columns = match &q.fields {
+            Some(s) => Some(query::fields(&e, s)?),
+            None => None,
+        };
+        let start = match q.start {
+            PageStart::Offset(n) => entity::Start::Offset(n),
+            PageStart::Cursor(c) => {
+                entity::Start::After(query::after(&e, &sort, &cursor::decode(&c)?)?)
             }
-        }
-        for (k, j) in coerce_strings(&e, typed_filters)? {
-            let t = e.col_type(&k).expect("a field");
-            conds.push(entity::Filter {
-                column: k,
-                value: Value::from_json(t, &j),
-            });
-        }
+        };
         if !e.access.read.admits(caller.role) {
             // Only one's own record is visible.
-            conds.push(entity::Filter {
-                column: "id".into(),
-                value: Value::int(caller.id),
-            });
+            conds.push(entity::Filter::eq("id", Value::int(caller.id)));
         }
         let _turn = self
             .lists
@@ -146,7 +120,8 @@ impl Engine {
         let d = self.storage.dialect();
         let mut lists = ListExec(self.storage.as_ref());
         // One row more than asked tells whether another page follows.
-        let mut rows = entity::list(&mut lists, d, &e, &conds, limit + 1, start)
+        let limit = q.limit;
+        let mut rows = entity::list(&mut lists, d, &e, &conds, &sort, limit + 1, &start)
             .await
             .map_err(internal)?;
         let more = rows.len() as i64 > limit;
@@ -159,15 +134,25 @@ impl Engine {
                 .map_err(internal)?
         };
         let next = match rows.last() {
-            Some(last) if more => last[0].as_i64().map(cursor::encode),
+            Some(last) if more => Some(cursor::encode(&query::cursor_keys(&e, &sort, last))),
             _ => None,
         };
-        let items = rows.iter().map(|r| render::object(&e, r)).collect();
+        let items = rows
+            .iter()
+            .map(|r| {
+                let obj = render::object(&e, r);
+                match &columns {
+                    Some(cols) => render::project(obj, cols),
+                    None => obj,
+                }
+            })
+            .collect();
         Ok(Page {
             entity: e,
             items,
             total,
             next,
+            columns,
         })
     }
 }

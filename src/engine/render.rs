@@ -65,3 +65,15 @@ pub fn is_text(f: &crate::schema::Field) -> bool {
     use crate::schema::FieldType as T;
     matches!(f.ty, T::String | T::Text | T::Enum(_))
 }
+
+/// An object with only the columns `cols`, in that order.
+pub fn project(obj: Json, cols: &[String]) -> Json {
+    let Json::Object(mut m) = obj else {
+        return obj;
+    };
+    Json::Object(
+        cols.iter()
+            .filter_map(|c| m.remove(c).map(|v| (c.clone(), v)))
+            .collect(),
+    )
+}

@@ -53,6 +53,7 @@ mod tests {
             required: false,
             default: None,
             unique: false,
+            index: false,
             max_length: None,
             secret: false,
             write_role: None,

@@ -19,7 +19,12 @@ pub(super) struct Inspect<'a> {
     pub actions: &'a mut Vec<Action>,
 }
 
-const SYSTEM_COLUMNS: [&str; 3] = ["id", "created_dt", "updated_dt"];
+const SYSTEM_COLUMNS: [&str; 4] = [
+    "id",
+    "created_dt",
+    "updated_dt",
+    crate::storage::changes::REV,
+];
 
 impl Inspect<'_> {
     fn refuse(&mut self, file: &std::path::Path, line: usize, message: String) {
@@ -154,6 +159,9 @@ impl Inspect<'_> {
             let Some(old) = before(rec, &column, f) else {
                 continue;
             };
+            if rec.is_some() {
+                self.index_change(name, f, &old);
+            }
             if rows > 0 {
                 self.field(e, f, &source, &column, &old).await?;
             }
@@ -194,8 +202,99 @@ impl Inspect<'_> {
                 ),
             );
         }
+        self.key(e, rec, &source, &cols, rows).await?;
         self.additive(e, &existing);
         Ok(source)
+    }
+
+    /// A key added or changed: the stored rows must not share one (rows with an empty key
+    /// field never do); a key dropped or changed loses its old index.
+    async fn key(
+        &mut self,
+        e: &Entity,
+        rec: Option<&RecordedEntity>,
+        table: &str,
+        cols: &[String],
+        rows: i64,
+    ) -> Result<(), StorageError> {
+        let before: &[String] = rec.map(|r| r.key.as_slice()).unwrap_or(&[]);
+        if before == e.key.as_slice() && rec.is_some() {
+            return Ok(());
+        }
+        if let Some(old) = crate::schema::key_index(table, before) {
+            let still_unique = matches!(before, [one] if e.field(one).is_some_and(|f| f.unique));
+            if !still_unique && crate::schema::key_index(&e.name, &e.key) != Some(old.clone()) {
+                self.push_sql(sql::drop_indexes(self.d, &[old]));
+            }
+        }
+        if e.key.is_empty() || rows == 0 {
+            return Ok(());
+        }
+        // The stored columns the key is made of; a column the change adds holds its default
+        // (the same in every row) or nothing (never a duplicate).
+        let mut columns = Vec::new();
+        for k in &e.key {
+            let f = e.field(k).expect("a key names fields");
+            let column = match &f.renamed_from {
+                Some(old) if !cols.contains(&f.name) && cols.contains(old) => old.clone(),
+                _ => f.name.clone(),
+            };
+            if cols.contains(&column) {
+                columns.push((column, f.ty.col_type()));
+            } else if f.default.is_none() {
+                return Ok(());
+            }
+        }
+        self.lock(table).await?;
+        let (groups, first) = if columns.is_empty() {
+            // Every row would hold the same defaults.
+            if rows > 1 {
+                let ids = sql::first_ids(self.ex, self.d, table, FIRST_ROWS).await?;
+                (1, vec![(Vec::new(), ids)])
+            } else {
+                (0, Vec::new())
+            }
+        } else {
+            let typed: Vec<(&str, ColType)> =
+                columns.iter().map(|(c, t)| (c.as_str(), *t)).collect();
+            sql::duplicates(self.ex, self.d, table, &typed, FIRST_ROWS).await?
+        };
+        if groups == 0 {
+            self.out.steps.push(Step::Key {
+                entity: e.name.clone(),
+                key: e.key_shown(),
+                rows,
+            });
+            return Ok(());
+        }
+        let named: Vec<String> = first
+            .iter()
+            .map(|(values, ids)| {
+                let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                let shared: Vec<String> = columns
+                    .iter()
+                    .zip(values)
+                    .map(|((c, _), v)| format!("{c} {}", shown(v)))
+                    .collect();
+                if shared.is_empty() {
+                    format!("ids {}", ids.join(", "))
+                } else {
+                    format!("ids {} share {}", ids.join(", "), shared.join(", "))
+                }
+            })
+            .collect();
+        self.refuse(
+            &e.source,
+            e.key_line,
+            format!(
+                "entity `{}`: `key: {}` does not fit the stored rows: {groups} group{} of rows share a key ({}); make their keys differ or delete the extra rows first, or keep the old key",
+                e.name,
+                e.key_shown().trim_matches('`'),
+                plural(groups),
+                named.join("; ")
+            ),
+        );
+        Ok(())
     }
 
     /// The additive statements (columns, indexes, row count) once renames are done.
@@ -209,18 +308,50 @@ impl Inspect<'_> {
 
     /// Index names of entity `table` as it was (its recorded fields, else today's).
     fn index_names(&self, table: &str, rec: Option<&RecordedEntity>, e: &Entity) -> Vec<String> {
-        match rec {
-            Some(r) => r
-                .fields
-                .iter()
-                .flat_map(|f| field_indexes(table, &f.name, Some(f)))
-                .collect(),
-            None => e
-                .fields
-                .iter()
-                .flat_map(|f| field_indexes(table, &f.name, Some(&RecordedField::of(f))))
-                .collect(),
+        let (mut names, key): (Vec<String>, &[String]) = match rec {
+            Some(r) => (
+                r.fields
+                    .iter()
+                    .flat_map(|f| field_indexes(table, &f.name, Some(f)))
+                    .collect(),
+                &r.key,
+            ),
+            None => (
+                e.fields
+                    .iter()
+                    .flat_map(|f| field_indexes(table, &f.name, Some(&RecordedField::of(f))))
+                    .collect(),
+                &e.key,
+            ),
+        };
+        // The key's index, unless it is a `unique` field's own.
+        if let Some(k) = crate::schema::key_index(table, key)
+            && !names.contains(&k)
+        {
+            names.push(k);
         }
+        names
+    }
+
+    /// The step when a recorded field gains or loses its plain index (`index: true`); a lost
+    /// one is dropped here, a gained one is created by the additive plan.
+    fn index_change(&mut self, table: &str, f: &Field, old: &RecordedField) {
+        let was = !old.unique && (old.index || old.ty == "reference");
+        let is = crate::storage::ddl::indexed(f);
+        if was == is {
+            return;
+        }
+        if !is {
+            self.push_sql(sql::drop_indexes(
+                self.d,
+                &[format!("{table}_{}_idx", f.name)],
+            ));
+        }
+        self.out.steps.push(Step::Index {
+            entity: table.to_string(),
+            field: f.name.clone(),
+            create: is,
+        });
     }
 
     /// Checks a kept field against its stored rows.
@@ -426,7 +557,7 @@ fn field_indexes(table: &str, field: &str, def: Option<&RecordedField>) -> Vec<S
     if def.unique {
         out.push(format!("{table}_{field}_key"));
     }
-    if def.ty == "reference" {
+    if def.ty == "reference" || def.index {
         out.push(format!("{table}_{field}_idx"));
     }
     out

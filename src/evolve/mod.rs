@@ -62,6 +62,18 @@ pub enum Step {
         field: String,
         rows: i64,
     },
+    /// A key added or changed, checked against the stored rows.
+    Key {
+        entity: String,
+        key: String,
+        rows: i64,
+    },
+    /// A field gains (`index: true`) or loses its index.
+    Index {
+        entity: String,
+        field: String,
+        create: bool,
+    },
 }
 
 impl fmt::Display for Step {
@@ -96,6 +108,14 @@ impl fmt::Display for Step {
             } => {
                 write!(f, "{what} on `{entity}.{field}`: all {rows} rows fit")
             }
+            Step::Index {
+                entity,
+                field,
+                create: true,
+            } => write!(f, "create an index on `{entity}.{field}`"),
+            Step::Index { entity, field, .. } => {
+                write!(f, "drop the index on `{entity}.{field}`")
+            }
             Step::GiveUp {
                 entity,
                 field,
@@ -103,6 +123,11 @@ impl fmt::Display for Step {
             } => write!(
                 f,
                 "stop serving `{entity}.{field}` (allow_destructive): {rows} stored value{} given up",
+                plural(*rows)
+            ),
+            Step::Key { entity, key, rows } => write!(
+                f,
+                "key {key} on `{entity}`: no two of the {rows} row{} share it",
                 plural(*rows)
             ),
         }

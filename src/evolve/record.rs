@@ -15,6 +15,9 @@ pub struct RecordedEntity {
     /// The file it was defined in.
     pub source: String,
     pub fields: Vec<RecordedField>,
+    /// The natural key's fields (empty: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<String>,
 }
 
 /// One field as last applied.
@@ -33,6 +36,9 @@ pub struct RecordedField {
     pub required: bool,
     #[serde(default)]
     pub unique: bool,
+    /// Left out when false, so records from before `index` keep their digest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub index: bool,
 }
 
 impl RecordedField {
@@ -51,6 +57,7 @@ impl RecordedField {
             max_length: f.max_length,
             required: f.required,
             unique: f.unique,
+            index: f.index,
         }
     }
 
@@ -75,6 +82,7 @@ pub fn entity_row(e: &Entity) -> DefinitionRow {
     let rec = RecordedEntity {
         source: e.source.display().to_string(),
         fields: e.fields.iter().map(RecordedField::of).collect(),
+        key: e.key.clone(),
     };
     row(&e.name, &rec)
 }
@@ -82,7 +90,11 @@ pub fn entity_row(e: &Entity) -> DefinitionRow {
 fn row(name: &str, rec: &RecordedEntity) -> DefinitionRow {
     let definition = serde_json::to_string(rec).unwrap_or_default();
     // The digest covers what the tables depend on, not where the file lives.
-    let fields = serde_json::to_string(&rec.fields).unwrap_or_default();
+    let mut fields = serde_json::to_string(&rec.fields).unwrap_or_default();
+    if !rec.key.is_empty() {
+        // Only a key changes the text, so entities without one keep their digests.
+        fields.push_str(&format!("\nkey {}", rec.key.join(",")));
+    }
     DefinitionRow {
         name: name.to_string(),
         digest: hex::encode(Sha256::digest(format!("{name}\n{fields}").as_bytes())),

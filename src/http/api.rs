@@ -52,7 +52,7 @@ pub struct ErrorBody {
 pub struct Accepted {
     /// the background request's id: follow it at `/bgrs/{request}`
     #[oai(validator(pattern = "^[0-9a-f]{32}$"))]
-    request: String,
+    pub request: String,
 }
 
 /// The signed-in caller of a fixed route: HTTP Basic, a bearer token or `_token=`.

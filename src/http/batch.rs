@@ -4,6 +4,7 @@
 use super::error::{ApiError, Result};
 use super::{AppState, json_response};
 use crate::engine::batch::item_call;
+use crate::engine::whole::Mode;
 use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
 use crate::jobs::queue::{NewRequest, Reply};
 use poem::http::StatusCode;
@@ -20,6 +21,34 @@ pub fn bgrs_flag(pairs: &[(String, String)]) -> Result<Option<bool>> {
         Some(v) => crate::input::flag(&v)
             .map(Some)
             .ok_or_else(|| ApiError::BadRequest(crate::input::flag_error("bgrs"))),
+    }
+}
+
+/// A yes/no query parameter; absent is no.
+fn query_flag(pairs: &[(String, String)], name: &str) -> Result<bool> {
+    match super::body::query_param(pairs, name) {
+        None => Ok(false),
+        Some(v) => crate::input::flag(&v)
+            .ok_or_else(|| ApiError::BadRequest(crate::input::flag_error(name))),
+    }
+}
+
+/// The `dry_run` and `atomic` query parameters. A single call is all or nothing by itself:
+/// `atomic` changes nothing for it (`batch` false) and is not kept.
+pub fn mode(pairs: &[(String, String)], batch: bool) -> Result<Mode> {
+    let atomic = query_flag(pairs, "atomic")?;
+    Ok(Mode {
+        dry_run: query_flag(pairs, "dry_run")?,
+        atomic: atomic && batch,
+    })
+}
+
+/// The key a dry run's reply is remembered under: apart from the real run's, so that a dry
+/// run with a key never stands in for the real run with the same key.
+pub fn dry_run_key(key: Option<String>, mode: Mode) -> Option<String> {
+    match key {
+        Some(k) if mode.dry_run => Some(format!("dry_run {k}")),
+        k => k,
     }
 }
 
@@ -85,7 +114,8 @@ pub async fn run(
     }
     let pairs = super::body::query_pairs(req)?;
     let background = bgrs_flag(&pairs)?.unwrap_or(true);
-    let key = idempotency_key(req)?;
+    let mode = mode(&pairs, true)?;
+    let key = dry_run_key(idempotency_key(req)?, mode);
     let jobs = &state.jobs;
     if background {
         // Stored items never hold a secret in clear.
@@ -93,12 +123,16 @@ pub async fn run(
         if prehashed {
             crate::engine::secrets::seal_items(&e, &mut items).await;
         }
+        let mut params = serde_json::Map::new();
+        params.insert("op".into(), json!(op));
+        params.insert("prehashed".into(), json!(prehashed));
+        mode.store_in(&mut params);
         let new = NewRequest {
             user_id: caller.id,
             name: "batch".into(),
             kind: crate::jobs::kinds::KindId::Batch,
             entity: entity.to_string(),
-            params: json!({"op": op, "prehashed": prehashed}),
+            params: Json::Object(params),
             items,
             total: None,
             content_type: "application/json".into(),
@@ -118,7 +152,14 @@ pub async fn run(
     }
     let calls: Vec<Result<Call, CallError>> =
         items.iter().map(|i| item_call(entity, op, i)).collect();
-    let outcomes = state.engine.run_batch(caller, calls, SYNC_CHUNK).await;
+    let outcomes = if mode.whole() {
+        state
+            .engine
+            .run_whole(caller, calls, SYNC_CHUNK, mode)
+            .await
+    } else {
+        state.engine.run_batch(caller, calls, SYNC_CHUNK).await
+    };
     let body = results_json(&outcomes);
     if let Some(k) = &key {
         let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
@@ -136,6 +177,7 @@ pub async fn background_call(
     req: &Request,
     caller: &Caller,
     call: Call,
+    mode: Mode,
 ) -> Result<Response> {
     let catalog = state.engine.catalog.load();
     let mut call = call;
@@ -148,13 +190,19 @@ pub async fn background_call(
     }
     // What can be known now is said now: a call that cannot run is refused before it is queued.
     crate::engine::prepare::prepare(state.engine.hooks.as_ref(), &catalog, caller, &call).await?;
-    let key = idempotency_key(req)?;
+    let key = dry_run_key(idempotency_key(req)?, mode);
+    let mut params = serde_json::Map::new();
+    mode.store_in(&mut params);
     let new = NewRequest {
         user_id: caller.id,
         name: format!("{} {}", req.method(), super::full_path(req)),
         kind: crate::jobs::kinds::KindId::Call,
         entity: call.entity.clone(),
-        params: Json::Null,
+        params: if params.is_empty() {
+            Json::Null
+        } else {
+            Json::Object(params)
+        },
         items: vec![serde_json::to_value(&call).map_err(|_| ApiError::Call(CallError::Internal))?],
         total: None,
         content_type: "application/json".into(),

@@ -37,6 +37,10 @@ pub struct Record {
     result: String,
     status: String,
     content_type: String,
+    /// "1" for a dry run: it ran, and nothing of it was applied
+    dry_run: String,
+    /// "1" for an all-or-nothing request
+    atomic: String,
 }
 
 impl Record {
@@ -78,6 +82,32 @@ enum Logged {
     /// at most `limit` entries in order
     #[oai(status = 200)]
     Ok(JsonBody<Vec<Detail>>),
+}
+
+#[derive(ApiResponse)]
+enum Undoing {
+    /// the undo runs in the background: follow it at `/bgrs/{request}`
+    #[oai(status = 202)]
+    Accepted(JsonBody<super::api::Accepted>),
+}
+
+/// What an undo of a request would change.
+#[derive(Object)]
+#[oai(rename = "UndoPreview")]
+pub struct UndoPreview {
+    /// the request an undo would revert
+    request: String,
+    /// objects it created, updated or deleted, each counted once
+    objects: i64,
+    /// the same, per entity
+    entities: std::collections::BTreeMap<String, i64>,
+}
+
+#[derive(ApiResponse)]
+enum Previewed {
+    /// what an undo would change
+    #[oai(status = 200)]
+    Ok(JsonBody<UndoPreview>),
 }
 
 #[derive(ApiResponse)]
@@ -274,6 +304,74 @@ impl BgrsApi {
         Ok(Streamed::new(events(state, caller, rid.0).await?))
     }
 
+    /// Undo what a finished request applied
+    ///
+    /// Answers 202 with a new background request that reverts, newest change first, what
+    /// `rid` applied: objects it created are deleted, objects it updated get their previous
+    /// values back, objects it deleted come back with their id and values. An object changed
+    /// by anyone since is left as it is and named in the undo's result as a conflict (409
+    /// items). An undo can be undone. Owner or admin only; 409 while `rid` runs, 410 once its
+    /// result expired.
+    #[oai(
+        path = "/bgrs/:rid/undo",
+        method = "post",
+        operation_id = "undoBackgroundRequest"
+    )]
+    async fn undo(
+        &self,
+        /// the id of the background request to undo
+        rid: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Undoing, { SIGNED | E404 | E409 | E410 }> {
+        let r = undoable(state, &caller, &rid).await?;
+        let total = crate::jobs::undo::recorded(&state.jobs, &r.rid).await?;
+        let req = crate::jobs::queue::NewRequest {
+            user_id: caller.id,
+            name: format!("POST /bgrs/{}/undo", r.rid),
+            kind: crate::jobs::kinds::KindId::Undo,
+            entity: r.entity.clone(),
+            params: crate::jobs::undo::params_of(&r),
+            items: Vec::new(),
+            total: Some(total),
+            content_type: "application/json".into(),
+            run_here: false,
+            details: vec![format!("undo of {}: {total} recorded changes", r.rid)],
+        };
+        let request = match state.jobs.enqueue(req, None).await? {
+            Ok(rid) => rid,
+            Err(_) => return Err(ApiError::Call(crate::engine::CallError::Internal).into()),
+        };
+        Ok(Undoing::Accepted(JsonBody(super::api::Accepted {
+            request,
+        })))
+    }
+
+    /// What an undo of a finished request would change
+    ///
+    /// The objects it created, updated or deleted, per entity, each counted once: what an
+    /// undo would touch if no one changed them since. Owner or admin only.
+    #[oai(path = "/bgrs/:rid/undo", method = "get", operation_id = "previewUndo")]
+    async fn undo_preview(
+        &self,
+        /// the id of the background request
+        rid: Path<String>,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Previewed, { SIGNED | E404 | E409 | E410 }> {
+        let r = undoable(state, &caller, &rid).await?;
+        let entities: std::collections::BTreeMap<String, i64> =
+            crate::jobs::undo::preview(&state.jobs, &r.rid)
+                .await?
+                .into_iter()
+                .collect();
+        Ok(Previewed::Ok(JsonBody(UndoPreview {
+            request: r.rid,
+            objects: entities.values().sum(),
+            entities,
+        })))
+    }
+
     /// A stored result file
     ///
     /// The file a finished request's `result` names. Kept for a month: 410 after.
@@ -299,6 +397,22 @@ async fn visible(state: &AppState, caller: &Caller, rid: &str) -> Result<BgReque
         .find(caller, rid)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("background request `{rid}` does not exist")))
+}
+
+/// A request the caller may undo: visible to them, finished, its result still kept.
+async fn undoable(state: &AppState, caller: &Caller, rid: &str) -> Result<BgRequest> {
+    let r = visible(state, caller, rid).await?;
+    if r.is_open() {
+        return Err(ApiError::NotFinished(format!(
+            "background request `{rid}` has not finished; cancel it or wait for it before undoing it"
+        )));
+    }
+    if r.expired {
+        return Err(ApiError::Gone(format!(
+            "the result of `{rid}` was kept for its keep time and is gone, and what it changed with it"
+        )));
+    }
+    Ok(r)
 }
 
 /// Most details entries in one reply of `GET /bgrs/<rid>/details`.

@@ -6,7 +6,20 @@ use poem::{Body, Request};
 use serde_json::{Map, Value as Json};
 
 /// Query parameters the HTTP layer reads itself; they are never entity fields.
-pub const RESERVED_QUERY: &[&str] = &["_token", "bgrs", "t", "limit", "offset", "cursor"];
+pub const RESERVED_QUERY: &[&str] = &[
+    "_token",
+    "bgrs",
+    "dry_run",
+    "atomic",
+    "t",
+    "limit",
+    "offset",
+    "cursor",
+    "upsert",
+    "sort",
+    "fields",
+    "changed_by",
+];
 
 /// What a request body held.
 pub enum Payload {

@@ -6,7 +6,7 @@ use super::batch;
 use super::body::{self, Payload};
 use super::error::{ApiError, Result};
 use super::{AppState, Authed, json_response};
-use crate::engine::read::{DEFAULT_LIMIT, MAX_LIMIT, PageStart};
+use crate::engine::read::{DEFAULT_LIMIT, ListQuery, MAX_LIMIT, PageStart};
 use crate::engine::{Call, CallError, Caller, Op, prepare, render};
 use poem::http::StatusCode;
 use poem::web::{Data, Path};
@@ -63,18 +63,30 @@ pub async fn list(
         Some("csv") => true,
         Some(_) => return Err(ApiError::BadRequest("`t` must be csv or json".into())),
     };
-    let page = state
-        .engine
-        .list(
-            &caller,
-            &entity,
-            body::field_pairs(pairs.clone()),
-            limit,
-            start,
-        )
-        .await?;
+    let changed_by = body::query_param(&pairs, "changed_by");
+    if let Some(rid) = &changed_by {
+        // Only a request the caller may see (its owner, or an admin).
+        if rid.len() == 32 && state.jobs.find(&caller, rid).await?.is_none() {
+            return Err(ApiError::NotFound(format!(
+                "background request `{rid}` does not exist"
+            )));
+        }
+    }
+    let query = ListQuery {
+        filters: body::field_pairs(pairs.clone()),
+        sort: body::query_param(&pairs, "sort"),
+        fields: body::query_param(&pairs, "fields"),
+        changed_by,
+        limit,
+        start,
+    };
+    let page = state.engine.list(&caller, &entity, query).await?;
     let mut resp = if as_csv {
-        csv_response(&page.entity, &page.items)?
+        let header = page
+            .columns
+            .clone()
+            .unwrap_or_else(|| render::csv_header(&page.entity));
+        csv_response(&page.entity, &header, &page.items)?
     } else {
         json_response(StatusCode::OK, &Json::Array(page.items))
     };
@@ -106,11 +118,10 @@ fn next_link(
         .map_err(|_| ApiError::Call(CallError::Internal))
 }
 
-fn csv_response(e: &crate::schema::Entity, items: &[Json]) -> Result<Response> {
-    let header = render::csv_header(e);
+fn csv_response(e: &crate::schema::Entity, header: &[String], items: &[Json]) -> Result<Response> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let internal = |_| ApiError::Call(CallError::Internal);
-    w.write_record(&header).map_err(internal)?;
+    w.write_record(header).map_err(internal)?;
     for item in items {
         let cells = header
             .iter()
@@ -163,10 +174,16 @@ fn single_params(
 
 /// Runs a single call now, or queues it with `bgrs=1`.
 async fn run(state: &AppState, req: &Request, caller: &Caller, call: Call) -> Result<Response> {
-    if batch::bgrs_flag(&body::query_pairs(req)?)? == Some(true) {
-        return batch::background_call(state, req, caller, call).await;
+    let pairs = body::query_pairs(req)?;
+    let mode = batch::mode(&pairs, false)?;
+    if batch::bgrs_flag(&pairs)? == Some(true) {
+        return batch::background_call(state, req, caller, call, mode).await;
     }
-    let obj = state.engine.call(caller, &call).await?;
+    let obj = if mode.dry_run {
+        state.engine.dry_call(caller, &call).await?
+    } else {
+        state.engine.call(caller, &call).await?
+    };
     Ok(json_response(StatusCode::OK, &obj))
 }
 
@@ -190,6 +207,11 @@ async fn collection(
     op: Op,
 ) -> Result<Response> {
     let payload = body::read(req, body, &body::Limits::of(&state.settings)).await?;
+    let op = if op == Op::Create && upsert(state, req, &entity)? {
+        Op::Save
+    } else {
+        op
+    };
     match (op, payload) {
         (_, Payload::Array(items)) => {
             if !json_content_type(req) {
@@ -199,7 +221,7 @@ async fn collection(
             }
             batch::run(state, req, caller, &entity, op, items).await
         }
-        (Op::Create, payload) => {
+        (Op::Create | Op::Save, payload) => {
             let params = single_params(state, req, payload, &entity)?;
             run(
                 state,
@@ -222,6 +244,26 @@ async fn collection(
             "DELETE on a collection takes a JSON array of ids; a single delete goes to /{entity}/<id>"
         ))),
     }
+}
+
+/// `upsert=1` on a POST: create or update by the entity's key, which it must have.
+fn upsert(state: &AppState, req: &Request, entity: &str) -> Result<bool> {
+    let pairs = body::query_pairs(req)?;
+    let Some(v) = body::query_param(&pairs, "upsert") else {
+        return Ok(false);
+    };
+    let on = crate::input::flag(&v)
+        .ok_or_else(|| ApiError::BadRequest(crate::input::flag_error("upsert")))?;
+    if on {
+        let catalog = state.engine.catalog.load();
+        let e = catalog.entity(entity)?;
+        if !e.has_key() {
+            return Err(ApiError::BadRequest(format!(
+                "`{entity}` has no key, so `upsert` cannot find an object to update: give the entity `key: <field>` (or `key: [<field>, ...]`) in its definition"
+            )));
+        }
+    }
+    Ok(on)
 }
 
 #[handler]

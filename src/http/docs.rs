@@ -1,11 +1,13 @@
-//! `GET /healthz`, `GET /openapi.json` (the document for the catalog in force) and `GET /docs`,
-//! a page that renders it. None needs credentials.
+//! `GET /healthz` (liveness), `GET /readyz` (the database and the file store answer),
+//! `GET /openapi.json` (the document for the catalog in force) and `GET /docs`, a page that
+//! renders it. None needs credentials.
 
 use super::AppState;
-use super::api::Tag;
+use super::api::{Body as Media, E403, Replies, Reply, SIGNED, Signed, Streamed, Tag};
+use super::error::ApiError;
 use poem::web::Data;
 use poem_openapi::payload::{Html, Json};
-use poem_openapi::{Object, OpenApi};
+use poem_openapi::{ApiResponse, Object, OpenApi};
 use std::sync::Arc;
 
 const PAGE: &str = include_str!("docs.html");
@@ -19,11 +21,151 @@ struct Health {
     status: String,
 }
 
+/// What `/readyz` found.
+#[derive(Object)]
+struct Readiness {
+    /// `ok`, or `unavailable` when a part failed
+    status: String,
+    /// `ok`, or why the database did not answer
+    database: String,
+    /// `ok`, or why a file could not be written to the file store
+    store: String,
+}
+
+#[derive(ApiResponse)]
+enum Ready {
+    /// the database and the file store answer
+    #[oai(status = 200)]
+    Ok(Json<Readiness>),
+    /// the database or the file store does not answer
+    #[oai(status = 503)]
+    Unavailable(Json<Readiness>),
+}
+
+/// Writes and removes a small file in the data directory.
+async fn store_answers(dir: std::path::PathBuf) -> Result<(), String> {
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+        let mut f = tempfile::Builder::new()
+            .prefix(".readyz-")
+            .tempfile_in(&dir)
+            .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+        f.write_all(b"ok")
+            .and_then(|_| f.as_file().sync_all())
+            .map_err(|e| format!("cannot write a file in {}: {e}", dir.display()))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// A scrape of the metrics.
+pub struct MetricsReplies;
+impl Replies for MetricsReplies {
+    const REPLIES: &'static [super::api::Documented] = &[(
+        200,
+        "the metrics in the Prometheus text format",
+        &[("text/plain", Media::Text)],
+    )];
+}
+
+/// The Prometheus text of the metrics, with the queue read now.
+pub async fn scrape(state: &AppState) -> Result<poem::Response, ApiError> {
+    let depth = crate::storage::requests::depth(state.engine.storage.as_ref())
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot read the queue for the metrics");
+            ApiError::Unavailable
+        })?;
+    let named: Vec<(String, String, i64)> = depth
+        .into_iter()
+        .map(|(kind, status, n)| (kind, crate::jobs::status_name(status).to_string(), n))
+        .collect();
+    Ok(poem::Response::builder()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .header("cache-control", "no-store")
+        .body(crate::telemetry::render(&named)))
+}
+
 #[OpenApi]
 impl SystemApi {
-    /// Readiness
+    /// Metrics
     ///
-    /// 200 while the server accepts requests. Needs no credentials.
+    /// Counters, histograms and gauges in the Prometheus text format: HTTP requests by route
+    /// and status with their latency, changes applied by entity and operation, background
+    /// requests by kind and status, lease takeovers, upload bytes, file store errors and the
+    /// age of the last scheduled backup. Admins only; `--metrics-bind` serves it without
+    /// credentials on an address of its own.
+    #[oai(
+        path = "/metrics",
+        method = "get",
+        operation_id = "getMetrics",
+        tag = "Tag::System"
+    )]
+    async fn metrics(
+        &self,
+        Signed(caller): Signed,
+        Data(state): Data<&Arc<AppState>>,
+    ) -> Reply<Streamed<MetricsReplies>, { SIGNED | E403 }> {
+        if !caller.is_admin() {
+            return Err(ApiError::Forbidden(
+                "only admins read the metrics (or serve them on --metrics-bind)".into(),
+            )
+            .into());
+        }
+        Ok(Streamed::new(scrape(state).await?))
+    }
+
+    /// Readiness for traffic
+    ///
+    /// 200 when the database answers a query and a file can be written to the file store;
+    /// 503 naming the part that failed. A load balancer sends requests only to servers that
+    /// are ready; `/healthz` says only that the process runs. Needs no credentials.
+    #[oai(
+        path = "/readyz",
+        method = "get",
+        operation_id = "getReadiness",
+        tag = "Tag::System"
+    )]
+    async fn ready(&self, Data(state): Data<&Arc<AppState>>) -> Ready {
+        let limit = std::time::Duration::from_secs(5);
+        let database =
+            match tokio::time::timeout(limit, crate::storage::ping(state.engine.storage.as_ref()))
+                .await
+            {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(format!("the database did not answer: {e}")),
+                Err(_) => Err("the database did not answer within 5 s".to_string()),
+            };
+        let store =
+            match tokio::time::timeout(limit, store_answers(state.settings.data_dir.clone())).await
+            {
+                Ok(r) => r,
+                Err(_) => Err("the file store did not answer within 5 s".to_string()),
+            };
+        let word = |r: &Result<(), String>| r.clone().err().unwrap_or_else(|| "ok".into());
+        let body = Readiness {
+            status: if database.is_ok() && store.is_ok() {
+                "ok"
+            } else {
+                "unavailable"
+            }
+            .into(),
+            database: word(&database),
+            store: word(&store),
+        };
+        if database.is_ok() && store.is_ok() {
+            Ready::Ok(Json(body))
+        } else {
+            Ready::Unavailable(Json(body))
+        }
+    }
+
+    /// Liveness
+    ///
+    /// 200 while the server process accepts requests; it checks nothing else (see
+    /// `/readyz`). Needs no credentials.
     #[oai(
         path = "/healthz",
         method = "get",

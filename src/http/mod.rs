@@ -29,6 +29,7 @@ use poem::{
 };
 use serde_json::Value as Json;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// What every handler can reach.
 pub struct AppState {
@@ -193,6 +194,58 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     error::to_json_response(poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))
 }
 
+/// The id of a request: the client's `X-Request-Id` when it is 1 to 128 visible ASCII
+/// characters, else a new random one. It is answered in `X-Request-Id` and is a field of every
+/// log line written while the request runs.
+fn request_id(req: &Request) -> String {
+    req.headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| hex::encode(rand::random::<[u8; 16]>()))
+}
+
+/// Serves `GET /metrics` without credentials on `addr` (`--metrics-bind`), until `stop`.
+pub async fn metrics_server(
+    addr: std::net::SocketAddr,
+    state: Arc<AppState>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use poem::listener::{Acceptor, Listener};
+    let acceptor = poem::listener::TcpListener::bind(addr)
+        .into_acceptor()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {addr}: {e}"))?;
+    if let Some(a) = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().copied())
+    {
+        eprintln!("entiserve metrics on http://{a}/metrics");
+    }
+    let scrape = poem::endpoint::make(move |_req| {
+        let state = state.clone();
+        async move {
+            docs::scrape(&state)
+                .await
+                .unwrap_or_else(|e| error::to_json_response(e.into()))
+        }
+    });
+    let app = Route::new().at("/metrics", poem::get(scrape));
+    Ok(tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stop.changed().await;
+        };
+        if let Err(e) = poem::Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(app, stopped, None)
+            .await
+        {
+            tracing::error!(error = %e, "the metrics listener stopped");
+        }
+    }))
+}
+
 /// The whole application endpoint.
 pub fn app(state: Arc<AppState>) -> impl Endpoint {
     let fixed = Arc::new(api::service().into_endpoint());
@@ -204,19 +257,24 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
         .around(move |ep, mut req| {
             let allowed = allowed.clone();
             let busy = conns.busy(req.local_addr(), req.remote_addr());
-            async move {
+            let id = request_id(&req);
+            let span = tracing::info_span!("request", request_id = %id);
+            let serving = id.clone();
+            let started = std::time::Instant::now();
+            let method = req.method().clone();
+            let work = async move {
                 let _busy = busy;
                 collapse_slashes(&mut req);
                 let full: Arc<str> = Arc::from(req.uri().path());
                 req.extensions_mut().insert(FullPath(full.clone()));
                 file_key_as_one_segment(&mut req);
-                let cors = match origin::check(&req, &allowed) {
-                    origin::Verdict::Answer(r) => return Ok(r),
-                    origin::Verdict::Run(cors) => cors,
-                };
-                let mut resp = match ep.call(req).await {
-                    Ok(r) => error::ensure_json(r).await,
-                    Err(e) => error::to_json_response(e),
+                let (mut resp, cors) = match origin::check(&req, &allowed) {
+                    // A preflight, or a cross-site write refused: answered here.
+                    origin::Verdict::Answer(r) => (r, None),
+                    origin::Verdict::Run(cors) => match ep.call(req).await {
+                        Ok(r) => (error::ensure_json(r).await, cors),
+                        Err(e) => (error::to_json_response(e), cors),
+                    },
                 };
                 if resp.status() == StatusCode::METHOD_NOT_ALLOWED
                     && let Ok(v) = poem::http::HeaderValue::from_str(&routes::allow(&full))
@@ -226,8 +284,20 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
                 if let Some(o) = cors {
                     origin::decorate(&mut resp, o);
                 }
+                if let Ok(v) = poem::http::HeaderValue::from_str(&id) {
+                    resp.headers_mut().insert("x-request-id", v);
+                }
+                tracing::debug!(status = resp.status().as_u16(), "request answered");
+                crate::telemetry::http(
+                    method.as_str(),
+                    routes::find(&full).map_or("unknown", |r| r.path),
+                    resp.status().as_u16(),
+                    started.elapsed().as_secs_f64(),
+                );
                 Ok(resp)
             }
+            .instrument(span);
+            crate::request_id::serving(serving, work)
         })
         .into_endpoint()
 }

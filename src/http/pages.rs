@@ -1,5 +1,6 @@
 //! The browser tools: `GET /tools/uploader` (upload a CSV or ZIP, follow its progress, get the
-//! result file) and `GET /tools/requests` (the caller's background requests), with their
+//! result file), `GET /tools/requests` (the caller's background requests) and `GET /tools/data`
+//! (the objects of an entity, sorted and filtered), with their
 //! stylesheet and scripts under `GET /tools/assets/<file>`.
 //!
 //! The pages are static shells embedded in the binary and served without credentials; the one
@@ -69,6 +70,20 @@ impl PagesApi {
         Streamed::new(html(REQUESTS.replace(SIGNIN_SLOT, SIGNIN)))
     }
 
+    /// The data page
+    ///
+    /// The objects of any entity the caller may read, with sort, chosen columns and filters.
+    /// The page signs in with `POST /auth/token`; serving it needs no credentials.
+    #[oai(path = "/tools/data", method = "get", operation_id = "getDataPage")]
+    async fn data(&self, Data(state): Data<&Arc<AppState>>) -> Streamed<PageReplies> {
+        let catalog = state.engine.catalog.load();
+        let names: Vec<&str> = catalog.entities.keys().map(String::as_str).collect();
+        Streamed::new(html(
+            DATA.replace(SIGNIN_SLOT, SIGNIN)
+                .replace(ENTITY_OPTIONS, &entity_options(&names)),
+        ))
+    }
+
     /// A stylesheet or script of the pages
     ///
     /// The pages load nothing from outside the server.
@@ -98,6 +113,7 @@ impl PagesApi {
 
 const UPLOADER: &str = include_str!("pages/uploader.html");
 const REQUESTS: &str = include_str!("pages/requests.html");
+const DATA: &str = include_str!("pages/data.html");
 /// The signed-in user's bar and the sign-in form, shared by both pages.
 const SIGNIN: &str = include_str!("pages/signin.html");
 const SIGNIN_SLOT: &str = "<!--SIGNIN-->";
@@ -123,6 +139,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "requests.js",
         "text/javascript; charset=utf-8",
         include_str!("pages/requests.js"),
+    ),
+    (
+        "data.js",
+        "text/javascript; charset=utf-8",
+        include_str!("pages/data.js"),
     ),
 ];
 
@@ -187,7 +208,8 @@ mod tests {
     }
 
     #[test]
-    fn the_uploader_page_has_its_placeholder() {
+    fn the_uploader_and_data_pages_have_their_placeholder() {
         assert!(UPLOADER.contains(ENTITY_OPTIONS));
+        assert!(DATA.contains(ENTITY_OPTIONS));
     }
 }

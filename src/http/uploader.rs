@@ -52,6 +52,20 @@ struct UploadForm {
     /// the campaign a ZIP bundle's pages belong to; empty or absent: a new campaign
     #[oai(validator(pattern = r"^\s*([+-]?[0-9]+)?\s*$"))]
     campaign_id: Option<String>,
+    /// 1/yes/true for a dry run: every row is checked and executed as for real inside a
+    /// transaction that is then rolled back; the result says what would happen (no ids for
+    /// rows that would create) and nothing is kept. 0/no/false (the default) to apply
+    #[oai(validator(
+        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
+    ))]
+    dry_run: Option<String>,
+    /// 1/yes/true to apply the whole file in one transaction or nothing of it: when a row
+    /// fails, no row is applied, and every other row's res says so. 0/no/false (the default):
+    /// each row applies on its own
+    #[oai(validator(
+        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
+    ))]
+    atomic: Option<String>,
 }
 
 impl Example for UploadForm {
@@ -64,6 +78,8 @@ impl Example for UploadForm {
             show_progress: None,
             get_content: None,
             campaign_id: None,
+            dry_run: None,
+            atomic: None,
         }
     }
 }
@@ -373,6 +389,11 @@ async fn upload(
     };
     let key =
         crate::input::idempotency_key(idempotency_key.as_deref()).map_err(ApiError::BadRequest)?;
+    let mode = crate::engine::whole::Mode {
+        dry_run: flag(&received, "dry_run")?,
+        atomic: flag(&received, "atomic")?,
+    };
+    let key = super::batch::dry_run_key(key, mode);
     let entity = received
         .fields
         .get("entity")
@@ -458,6 +479,12 @@ async fn upload(
         file_name,
         bundle: opened.as_ref().map(|o| o.state.clone()),
         sealed,
+        mode,
+        stored: if mode.whole() {
+            cleanup.stored.clone()
+        } else {
+            Vec::new()
+        },
     };
     let new = NewRequest {
         user_id: caller.id,
@@ -510,11 +537,19 @@ async fn synchronous(
         .load(rid)
         .await?
         .ok_or(ApiError::Call(crate::engine::CallError::Internal))?;
-    let (jobs, plugins) = (state.jobs.clone(), state.plugins.clone());
+    let (jobs, plugins, files) = (
+        state.jobs.clone(),
+        state.plugins.clone(),
+        state.files.clone(),
+    );
     let (result_path, rel) = crate::uploader::result_location(&state.settings.data_dir, rid);
     if !show_progress {
         let (_keep, stop) = tokio::sync::watch::channel(false);
-        run::rows(&jobs, &plugins, &req, caller, Sink::Quiet, &stop).await?;
+        let bundles = run::Bundles {
+            plugins: &plugins,
+            files: files.as_ref(),
+        };
+        run::rows(&jobs, &bundles, &req, caller, Sink::Quiet, &stop).await?;
         let file = tokio::fs::File::open(&result_path)
             .await
             .map_err(|e| ApiError::from(UploadError::Io(e.to_string())))?;
@@ -544,7 +579,11 @@ async fn synchronous(
             })
         };
         let (_keep, stop) = tokio::sync::watch::channel(false);
-        let result = run::rows(&jobs, &plugins, &req, &caller, Sink::Stream(tx), &stop).await;
+        let bundles = run::Bundles {
+            plugins: &plugins,
+            files: files.as_ref(),
+        };
+        let result = run::rows(&jobs, &bundles, &req, &caller, Sink::Stream(tx), &stop).await;
         let _ = forward.await;
         let tail = match result {
             Err(e) => {

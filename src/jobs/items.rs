@@ -10,6 +10,7 @@ use super::{ChunkEnd, Jobs};
 use crate::engine::batch::item_call;
 use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
+use crate::engine::whole::{Mode, settle};
 use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
 use crate::schema::Role;
 use crate::storage::request_log::{self, ResultRow};
@@ -76,7 +77,25 @@ impl JobKind for Items {
         jobs.log(rid, &format!("started (worker {})", jobs.worker_id))
             .await?;
         let mut done = req.done;
-        loop {
+        let mode = Mode::of(&req.params);
+        // A whole request commits its results with its effects, all at once: once any is
+        // recorded, it only remains to finish it.
+        if mode.whole() && done == 0 {
+            let system = Caller {
+                id: req.user_id,
+                login: String::new(),
+                role: Role::User,
+            };
+            match self
+                .run_whole(jobs, &req, caller.as_ref(), &system, mode, stop)
+                .await?
+            {
+                WholeEnd::Recorded => {}
+                WholeEnd::Stopped => return Ok(()),
+                WholeEnd::Cancelled => return jobs.cancel_items(&req, 0).await,
+            }
+        }
+        while !mode.whole() {
             if *stop.borrow() {
                 return Ok(());
             }
@@ -149,6 +168,158 @@ impl JobKind for Items {
     }
 }
 
+/// How a whole request's run ended.
+enum WholeEnd {
+    /// Its results are recorded (applied, or rolled back and said so).
+    Recorded,
+    /// Stopped, or its lease went to another worker: nothing is recorded.
+    Stopped,
+    /// A cancel was asked for before it ended: nothing applied.
+    Cancelled,
+}
+
+impl Items {
+    /// Runs every item of a dry run or an all-or-nothing request in one transaction, chunk
+    /// after chunk; then commits its effects with the results (all succeeded, not a dry run),
+    /// or rolls them back and records the results alone. A crash before the end leaves
+    /// nothing, and the request runs again from its first item.
+    async fn run_whole(
+        &self,
+        jobs: &Jobs,
+        req: &Request,
+        caller: Option<&Caller>,
+        system: &Caller,
+        mode: Mode,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<WholeEnd, StorageError> {
+        let d = jobs.storage.dialect();
+        let rid = req.rid.as_str();
+        let rows =
+            request_log::next_items(jobs.storage.as_ref(), rid, 0, i64::from(i32::MAX)).await?;
+        let calls: Vec<Result<Call, CallError>> = rows
+            .iter()
+            .map(|row| {
+                let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
+                match caller {
+                    Some(_) => self.item_to_call(req, &item),
+                    None => Err(CallError::Forbidden(
+                        "the user who started this request no longer exists".into(),
+                    )),
+                }
+            })
+            .collect();
+        let ops: Vec<Option<Op>> = calls
+            .iter()
+            .map(|c| c.as_ref().ok().map(|c| c.op))
+            .collect();
+        let who = caller.unwrap_or(system);
+        let prepared = jobs.engine.prepare_chunk(who, calls).await;
+        let _lease = jobs.keep_lease(req);
+        let mut retry = Retry::new("whole background request");
+        loop {
+            let attempt = async {
+                let mut tx = jobs.storage.begin().await?;
+                let mut outcomes = Vec::with_capacity(prepared.len());
+                for part in prepared.chunks(chunk_size(d) as usize) {
+                    if *stop.borrow() {
+                        tx.rollback().await?;
+                        return Ok(WholeEnd::Stopped);
+                    }
+                    if jobs.cancel_requested_in(tx.as_mut(), rid).await? {
+                        tx.rollback().await?;
+                        return Ok(WholeEnd::Cancelled);
+                    }
+                    match jobs
+                        .engine
+                        .execute_chunk(tx.as_mut(), who, part, true, Some(&req.recorder()))
+                        .await
+                    {
+                        Ok(o) => outcomes.extend(o),
+                        Err(e) => {
+                            let _ = tx.rollback().await;
+                            return Err(e);
+                        }
+                    }
+                }
+                let applies = mode.applies(outcomes.iter().any(|o| o.is_err()));
+                if !applies {
+                    tx.rollback().await?;
+                    tx = jobs.storage.begin().await?;
+                }
+                let raw = applies.then(|| outcomes.clone());
+                let first = settle(mode, &ops, &mut outcomes, "item");
+                if mode.dry_run {
+                    for (p, o) in prepared.iter().zip(outcomes.iter_mut()) {
+                        if let Ok(p) = p
+                            && p.op == Op::Save
+                        {
+                            jobs.engine.unborn_in_dry_run(p, o).await;
+                        }
+                    }
+                }
+                let summary = match (mode.dry_run, first) {
+                    (true, _) => "dry run: nothing was applied".to_string(),
+                    (false, Some(n)) => {
+                        format!("all or nothing: item {n} failed, so nothing was applied")
+                    }
+                    (false, None) => "all or nothing: every item was applied".to_string(),
+                };
+                let results = outcomes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| {
+                        let (status, body) = outcome_parts(o);
+                        ResultRow {
+                            seq: i as i64,
+                            status: i64::from(status),
+                            body: body.to_string(),
+                        }
+                    })
+                    .collect();
+                let recorded = async {
+                    request_log::insert_results(tx.as_mut(), d, rid, results).await?;
+                    if !jobs
+                        .advance(tx.as_mut(), req, outcomes.len() as i64, None)
+                        .await?
+                    {
+                        return Ok(false);
+                    }
+                    add_detail(tx.as_mut(), d, rid, &summary).await?;
+                    Ok(true)
+                }
+                .await;
+                match recorded {
+                    Ok(true) => {
+                        tx.commit().await?;
+                        if let Some(raw) = raw {
+                            jobs.engine.after_chunk(&prepared, &raw);
+                        }
+                        Ok(WholeEnd::Recorded)
+                    }
+                    Ok(false) => {
+                        let _ = tx.rollback().await;
+                        tracing::warn!(
+                            rid,
+                            "lost the lease of a background request; another worker has it"
+                        );
+                        Ok(WholeEnd::Stopped)
+                    }
+                    Err(e) => {
+                        let _ = tx.rollback().await;
+                        Err(e)
+                    }
+                }
+            }
+            .await;
+            match attempt {
+                Ok(end) => return Ok(end),
+                Err(e) if retry.again(&e).await => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// One attempt at a chunk of a batch: its calls, their results, the progress and a
 /// details line commit together under the lease, so the chunk applies exactly once.
 /// Rolled back when the lease is gone, when a cancel was asked for (read in the same
@@ -170,7 +341,7 @@ async fn try_chunk(
     }
     let outcomes = match jobs
         .engine
-        .execute_chunk(tx.as_mut(), who, prepared, true)
+        .execute_chunk(tx.as_mut(), who, prepared, true, Some(&req.recorder()))
         .await
     {
         Ok(x) => x,

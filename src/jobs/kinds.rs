@@ -22,6 +22,8 @@ pub enum KindId {
     Upload,
     /// A CSV upload run by the request that made it (synchronous): never claimed by workers.
     UploadHere,
+    /// Reverts what another request applied.
+    Undo,
 }
 
 impl KindId {
@@ -32,15 +34,21 @@ impl KindId {
             KindId::Call => "call",
             KindId::Upload => "upload",
             KindId::UploadHere => "upload_sync",
+            KindId::Undo => "undo",
         }
     }
 
     /// The kind a stored name means; a name this server does not know runs as a batch.
     pub fn from_name(name: &str) -> KindId {
-        [KindId::Call, KindId::Upload, KindId::UploadHere]
-            .into_iter()
-            .find(|k| k.name() == name)
-            .unwrap_or(KindId::Batch)
+        [
+            KindId::Call,
+            KindId::Upload,
+            KindId::UploadHere,
+            KindId::Undo,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+        .unwrap_or(KindId::Batch)
     }
 
     /// Whether a request of this kind is a CSV upload (its result is a CSV file).

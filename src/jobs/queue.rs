@@ -52,6 +52,9 @@ pub async fn add_details(ex: &mut dyn Exec, d: Dialect, rid: &str, lines: &[Stri
     request_log::add_details(ex, d, rid, &crate::time::now(), lines).await
 }
 
+/// Where a request's stored parameters keep the id of the HTTP request that started it.
+pub const REQUEST_ID: &str = "request_id";
+
 impl Jobs {
     /// Stores a new request with its items (and the idempotency key's reply) in one
     /// transaction and wakes a worker. Returns the request id, or the earlier reply when the
@@ -81,13 +84,21 @@ impl Jobs {
             .await?;
         }
         let total = req.total.unwrap_or(req.items.len() as i64);
+        // The HTTP request that started it, for the worker's log lines.
+        let mut params = match &req.params {
+            Json::Null => Json::Object(Default::default()),
+            p => p.clone(),
+        };
+        if let (Some(id), Some(m)) = (crate::request_id::current(), params.as_object_mut()) {
+            m.insert(REQUEST_ID.into(), id.into());
+        }
         let row = NewRequestRow {
             rid: &rid,
             user_id: req.user_id,
             name: &req.name,
             kind: req.kind.name(),
             entity: &req.entity,
-            params: req.params.to_string(),
+            params: params.to_string(),
             total,
             content_type: &req.content_type,
             created_dt: crate::time::now(),
@@ -167,7 +178,13 @@ impl Jobs {
             open: IN_PROGRESS,
             skip_kind: KindId::UploadHere.name(),
         };
-        requests::claim(self.storage.as_ref(), &claim).await
+        let claimed = requests::claim(self.storage.as_ref(), &claim).await?;
+        Ok(claimed.map(|(rid, attempts)| {
+            if attempts > 1 {
+                crate::telemetry::lease_taken_over();
+            }
+            rid
+        }))
     }
 
     /// Releases every lease this worker holds (graceful shutdown).

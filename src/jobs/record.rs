@@ -56,6 +56,14 @@ impl From<RequestRow> for Request {
 }
 
 impl Request {
+    /// What records the changes this request applies.
+    pub fn recorder(&self) -> crate::engine::changes::Recorder {
+        crate::engine::changes::Recorder {
+            rid: self.rid.clone(),
+            stamp: self.id,
+        }
+    }
+
     pub fn is_open(&self) -> bool {
         self.status_id == super::IN_PROGRESS
     }
@@ -63,6 +71,8 @@ impl Request {
     /// The contract's record: every value a JSON string.
     pub fn to_json(&self) -> Json {
         let open = self.is_open();
+        let mode = crate::engine::whole::Mode::of(&self.params);
+        let flag = |on: bool| if on { "1" } else { "0" };
         let blank_if_open = |s: Option<String>| {
             if open {
                 String::new()
@@ -87,6 +97,8 @@ impl Request {
             "result": blank_if_open(self.result.clone()),
             "status": blank_if_open(self.http_status.map(|s| s.to_string())),
             "content_type": self.content_type.clone().unwrap_or_default(),
+            "dry_run": flag(mode.dry_run),
+            "atomic": flag(mode.atomic),
         })
     }
 }

@@ -10,6 +10,7 @@ use crate::storage::requests::{self, End, Progress};
 use crate::storage::{Exec, StorageError};
 use std::time::Duration;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 impl Jobs {
     /// Starts `n` workers; they stop claiming when `stop` turns true.
@@ -99,7 +100,18 @@ impl Jobs {
                 req.kind.name()
             )));
         };
-        kind.run(self, req, stop).await
+        // Its log lines carry the id of the HTTP request that started it.
+        let span = tracing::info_span!(
+            "background",
+            rid = %req.rid,
+            request_id = %req.params[super::queue::REQUEST_ID].as_str().unwrap_or("")
+        );
+        async move {
+            tracing::info!(kind = req.kind.name(), "background request runs");
+            kind.run(self, req, stop).await
+        }
+        .instrument(span)
+        .await
     }
 
     /// Records progress (and, for uploads, the committed length of the result file) under
@@ -129,6 +141,39 @@ impl Jobs {
         requests::advance(tx, d, &p).await
     }
 
+    /// Keeps the lease of `req` while one long transaction holds its effects (a dry run or an
+    /// all-or-nothing request commits nothing before its end). On PostgreSQL a task renews
+    /// the heartbeat in transactions of its own until the guard is dropped; on SQLite the open
+    /// transaction holds the only writer, so no other worker can claim the request meanwhile.
+    pub fn keep_lease(&self, req: &Request) -> LeaseGuard {
+        if self.storage.dialect() != crate::storage::Dialect::Postgres {
+            return LeaseGuard(None);
+        }
+        let (jobs, rid) = (self.clone(), req.rid.clone());
+        LeaseGuard(Some(tokio::spawn(async move {
+            let every = Duration::from_secs((super::LEASE_SECS / 3).max(1) as u64);
+            loop {
+                tokio::time::sleep(every).await;
+                let d = jobs.storage.dialect();
+                let mut ex = crate::storage::AutoCommit(jobs.storage.as_ref());
+                match requests::heartbeat(
+                    &mut ex,
+                    d,
+                    &rid,
+                    &jobs.worker_id,
+                    IN_PROGRESS,
+                    unix_now(),
+                )
+                .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => tracing::warn!(rid, error = %e, "cannot renew a lease"),
+                }
+            }
+        })))
+    }
+
     /// Marks a request finished with the whole call's status and its result path.
     pub async fn finish(
         &self,
@@ -152,27 +197,68 @@ impl Jobs {
         path: &str,
         last_detail: &str,
     ) -> Result<(), StorageError> {
-        let d = self.storage.dialect();
         let mut tx = self.storage.begin().await?;
-        let end = End {
-            rid: &req.rid,
-            worker: &self.worker_id,
-            open: IN_PROGRESS,
+        let end = Ending {
             status_id,
-            complete: status_id == FINISHED,
-            finished_dt: crate::time::now(),
-            http_status: status,
+            status,
             content_type,
-            result: path,
+            path,
+            last_detail,
         };
-        if requests::end(tx.as_mut(), d, &end).await? {
-            add_detail(tx.as_mut(), d, &req.rid, last_detail).await?;
-            // The items are no longer needed once every result is recorded.
-            request_log::drop_items(tx.as_mut(), d, &req.rid).await?;
+        if self.close_in(tx.as_mut(), req, &end).await? {
             tx.commit().await?;
         } else {
             tx.rollback().await?;
         }
         Ok(())
+    }
+
+    /// [`Jobs::close`] inside `tx`, to commit with whatever else it holds; false when the
+    /// lease is gone (`tx` must then be rolled back).
+    pub async fn close_in(
+        &self,
+        tx: &mut dyn crate::storage::Tx,
+        req: &Request,
+        e: &Ending<'_>,
+    ) -> Result<bool, StorageError> {
+        let d = self.storage.dialect();
+        let end = End {
+            rid: &req.rid,
+            worker: &self.worker_id,
+            open: IN_PROGRESS,
+            status_id: e.status_id,
+            complete: e.status_id == FINISHED,
+            finished_dt: crate::time::now(),
+            http_status: e.status,
+            content_type: e.content_type,
+            result: e.path,
+        };
+        if !requests::end(tx, d, &end).await? {
+            return Ok(false);
+        }
+        add_detail(tx, d, &req.rid, e.last_detail).await?;
+        // The items are no longer needed once every result is recorded.
+        request_log::drop_items(tx, d, &req.rid).await?;
+        Ok(true)
+    }
+}
+
+/// How a request ends (see [`Jobs::close`]).
+pub struct Ending<'a> {
+    pub status_id: i64,
+    pub status: i64,
+    pub content_type: &'a str,
+    pub path: &'a str,
+    pub last_detail: &'a str,
+}
+
+/// Renews a lease while it lives (see [`Jobs::keep_lease`]).
+pub struct LeaseGuard(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
+        }
     }
 }

@@ -12,7 +12,8 @@ const PER_ITEM: &str = "Each item is checked and applied on its own, in order: t
     holds one result per item (`status` and `body`, as the single call would answer), and an \
     item that is invalid or fails gets its own 4xx result while the others apply. \
     `bgrs=false` answers with the results; otherwise the batch runs in the background (202) \
-    and the results are its stored result.";
+    and the results are its stored result. `atomic=1` applies the batch whole or not at all; \
+    `dry_run=1` runs it and then rolls it back.";
 
 /// The operationIds of an entity's operations, camelCase from the action and the entity: the
 /// plural for collections (`listCampaigns`), the singular for one object (`getCampaign`).
@@ -68,17 +69,75 @@ fn singular(plural: &str) -> String {
 /// item (an update with its `id`).
 pub fn schemas(e: &Entity, out: &mut Map<String, Json>) {
     let t = type_name(&e.name);
-    out.insert(t.clone(), super::object_schema(e));
-    out.insert(format!("{t}Create"), super::payload(&e.create_schema));
+    let mut object = super::object_schema(e);
+    let mut create = super::payload(&e.create_schema);
+    let mut columns = object.clone();
+    if let Some(o) = columns.as_object_mut() {
+        o.remove("required");
+        o.insert(
+            "description".into(),
+            json!(format!(
+                "a {} object with the columns a list's `fields` chose",
+                e.name
+            )),
+        );
+    }
+    if let Some(about) = key_about(e) {
+        object["description"] = json!(format!("a {} object. {about}", e.name));
+        create["description"] = json!(format!("a new {} object. {about}", e.name));
+    }
+    out.insert(t.clone(), object);
+    out.insert(format!("{t}Columns"), columns);
+    out.insert(format!("{t}Create"), create);
     out.insert(format!("{t}Update"), super::payload(&e.update_schema));
     let mut put_item = super::payload(&e.update_schema);
     put_item["properties"]["id"] = json!({"type": "integer", "minimum": 1});
-    put_item["required"] = json!(["id"]);
-    put_item["description"] = json!(format!(
-        "a change to one {} object, named by its id",
-        e.name
-    ));
+    if e.has_key() {
+        // Named by id, or by the key's fields.
+        put_item["anyOf"] = json!([{"required": ["id"]}, {"required": e.key}]);
+        put_item["description"] = json!(format!(
+            "a change to one {} object, named by its id or, without `id`, by its key ({})",
+            e.name,
+            key_list(e)
+        ));
+    } else {
+        put_item["required"] = json!(["id"]);
+        put_item["description"] = json!(format!(
+            "a change to one {} object, named by its id",
+            e.name
+        ));
+    }
     out.insert(format!("{t}BatchUpdate"), put_item);
+}
+
+/// `` `campaign_id`, `name` ``: the key's fields.
+fn key_list(e: &Entity) -> String {
+    e.key
+        .iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a schema says about the entity's key, when it has one.
+fn key_about(e: &Entity) -> Option<String> {
+    e.has_key().then(|| {
+        format!(
+            "Key: {} (unique together; names an object in `PUT` batch items without `id`, in `POST ?upsert=1` and in CSV rows without `id`).",
+            key_list(e)
+        )
+    })
+}
+
+fn upsert_param(e: &Entity) -> Json {
+    json!({
+        "name": "upsert", "in": "query", "required": false,
+        "description": format!(
+            "1/yes/true: create or update by the key ({}): an object whose key matches the payload's is updated with the fields given, else one is created. The same for each item of a batch. Default: create.",
+            key_list(e)
+        ),
+        "schema": {"type": "string", "enum": ["1", "0", "yes", "no", "true", "false"]}
+    })
 }
 
 /// The tag of `e`'s operations, with its description.
@@ -129,6 +188,22 @@ fn bgrs_param() -> Json {
     })
 }
 
+fn dry_run_param() -> Json {
+    json!({
+        "name": "dry_run", "in": "query", "required": false,
+        "description": "1/yes/true: check and execute everything as for real inside a transaction that is then rolled back, and answer (or store, in the background) what would happen; an object that would be created has `id` null. Nothing is kept. 0/no/false (the default): apply.",
+        "schema": {"type": "string", "enum": ["1", "0", "yes", "no", "true", "false"]}
+    })
+}
+
+fn atomic_param() -> Json {
+    json!({
+        "name": "atomic", "in": "query", "required": false,
+        "description": "1/yes/true: apply the whole batch in one transaction, or nothing of it when an item fails; the failing items carry their error and every other item a 409 `not_applied` naming the first failing item. 0/no/false (the default): each item applies on its own. A single object is all or nothing by itself.",
+        "schema": {"type": "string", "enum": ["1", "0", "yes", "no", "true", "false"]}
+    })
+}
+
 fn filter_schema(ty: &FieldType) -> Json {
     match ty {
         FieldType::Integer | FieldType::Reference(_) => {
@@ -142,6 +217,95 @@ fn filter_schema(ty: &FieldType) -> Json {
         FieldType::Date => json!({"type": "string", "format": "date"}),
         _ => json!({"type": "string", "pattern": "^[^\\u0000]*$"}),
     }
+}
+
+/// The list query parameters of `e`: per readable column its equality filter, its comparison
+/// filters (`[contains]` for text), then `sort` and `fields`.
+fn query_params(e: &Entity) -> Vec<Json> {
+    let mut out = Vec::new();
+    let columns: Vec<(&str, FieldType)> = std::iter::once(("id", FieldType::Integer))
+        .chain(
+            e.fields
+                .iter()
+                .filter(|f| !f.secret)
+                .map(|f| (f.name.as_str(), f.ty.clone())),
+        )
+        .chain([
+            ("created_dt", FieldType::Datetime),
+            ("updated_dt", FieldType::Datetime),
+        ])
+        .collect();
+    let text = json!({"type": "string", "pattern": "^[^\\u0000]*$"});
+    for (name, ty) in &columns {
+        let param = |suffix: &str, description: String, schema: Json| {
+            json!({
+                "name": format!("{name}{suffix}"), "in": "query", "required": false,
+                "description": description, "schema": schema
+            })
+        };
+        out.push(param(
+            "",
+            format!("only objects whose `{name}` equals this"),
+            filter_schema(ty),
+        ));
+        for (op, words) in [
+            ("gt", "is greater than"),
+            ("gte", "is greater than or equal to"),
+            ("lt", "is less than"),
+            ("lte", "is less than or equal to"),
+        ] {
+            out.push(param(
+                &format!("[{op}]"),
+                format!("only objects whose `{name}` {words} this (null values never match)"),
+                filter_schema(ty),
+            ));
+        }
+        out.push(param(
+            "[ne]",
+            format!("only objects whose `{name}` differs from this (null values match)"),
+            filter_schema(ty),
+        ));
+        out.push(param(
+            "[in]",
+            format!(
+                "only objects whose `{name}` equals one of these comma-separated values (at most {})",
+                crate::engine::query::MAX_IN
+            ),
+            text.clone(),
+        ));
+        if matches!(ty, FieldType::String | FieldType::Text | FieldType::Enum(_)) {
+            out.push(param(
+                "[contains]",
+                format!("only objects whose `{name}` holds this text, ignoring case"),
+                text.clone(),
+            ));
+        }
+    }
+    let names = columns
+        .iter()
+        // Names are identifiers (`[a-z][a-z0-9_]*`): nothing to escape.
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join("|");
+    out.push(json!({
+        "name": "sort", "in": "query", "required": false,
+        "description": "comma-separated fields to order by, each ascending or, with a leading `-`, descending; nulls come first going up and last going down, and objects equal on every key are in id order",
+        "schema": {"type": "string", "pattern": format!("^-?({names})(,-?({names}))*$")},
+        "example": "-created_dt,id"
+    }));
+    out.push(json!({
+        "name": "fields", "in": "query", "required": false,
+        "description": "comma-separated fields to return, in this order (JSON and CSV)",
+        "schema": {"type": "string", "pattern": format!("^({names})(,({names}))*$")},
+        "example": "id,created_dt"
+    }));
+    out.push(json!({
+        "name": "changed_by", "in": "query", "required": false,
+        "description": "only the objects this background request (yours, or anyone's for an admin) created or changed; 404 for a request you cannot see",
+        "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"},
+        "example": "0123456789abcdef0123456789abcdef"
+    }));
+    out
 }
 
 /// A JSON request body with its schema and example.
@@ -161,13 +325,7 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
         json!({"name": "cursor", "in": "query", "description": "continue after the last object of an earlier page: the value from that reply's `Link: <...>; rel=\"next\"` header; not with `offset`", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"}}),
         json!({"name": "t", "in": "query", "description": "csv: the same data as CSV", "schema": {"type": "string", "enum": ["csv", "json"]}}),
     ];
-    for f in e.fields.iter().filter(|f| !f.secret) {
-        list_params.push(json!({
-            "name": f.name, "in": "query", "required": false,
-            "description": format!("only objects whose `{}` equals this", f.name),
-            "schema": filter_schema(&f.ty)
-        }));
-    }
+    list_params.extend(query_params(e));
     let mut list_resp = Map::new();
     list_resp.insert(
         "200".into(),
@@ -178,7 +336,7 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
                 "Link": {"description": "`<url>; rel=\"next\"` (RFC 8288) while more objects follow: this request's query with a `cursor` that continues after this page's last object", "schema": {"type": "string"}}
             },
             "content": {
-                "application/json": {"schema": {"type": "array", "items": reference(&t)}},
+                "application/json": {"schema": {"type": "array", "items": {"anyOf": [reference(&t), reference(&format!("{t}Columns"))]}}},
                 "text/csv": {"schema": {"type": "string"}}
             }
         }),
@@ -208,6 +366,10 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
     batch_resp.extend(errors(&["400", "401", "403", "404", "405", "413", "415"]));
     let mut batch_update_example = example.clone();
     batch_update_example["id"] = json!(1);
+    let mut post_params = vec![bgrs_param(), dry_run_param(), atomic_param()];
+    if e.has_key() {
+        post_params.push(upsert_param(e));
+    }
     paths.insert(
         format!("{prefix}/{name}"),
         json!({
@@ -215,9 +377,11 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
                 "operationId": ids.list,
                 "summary": format!("List {name}"),
                 "description": format!(
-                    "A page of `{name}` objects in id order, filtered by equality on any field given as a query parameter. \
-                     `X-Total-Count` counts every object matching the filters; while more follow, `Link` gives the next page. \
-                     `t=csv` returns the page as CSV."
+                    "A page of `{name}` objects in id order, or in the order `sort` names. \
+                     Filters: `field=value` (equal), `field[gt]`, `[gte]`, `[lt]`, `[lte]`, `[ne]`, `[in]` (comma-separated values) \
+                     and `[contains]` (text, ignoring case), on any field, `id`, `created_dt` and `updated_dt`; all must hold. \
+                     `fields` chooses the columns. `X-Total-Count` counts every object matching the filters; while more follow, \
+                     `Link` gives the next page. `t=csv` returns the page as CSV."
                 ),
                 "tags": [name],
                 "parameters": list_params,
@@ -228,10 +392,15 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
                 "summary": format!("Create one {name} object, or a batch of them"),
                 "description": format!(
                     "One `{t}Create` object creates one object and answers with it (or 202 with `bgrs=1`). \
-                     An array of them is a batch. {PER_ITEM}"
+                     An array of them is a batch. {PER_ITEM}{}",
+                    if e.has_key() {
+                        format!(" With `upsert=1` each object is created, or updated when an object with its key ({}) exists.", key_list(e))
+                    } else {
+                        String::new()
+                    }
                 ),
                 "tags": [name],
-                "parameters": [bgrs_param()],
+                "parameters": post_params,
                 "requestBody": body(true, json!({"oneOf": [
                     reference(&format!("{t}Create")),
                     {"type": "array", "items": reference(&format!("{t}Create"))}
@@ -241,9 +410,13 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
             "put": {
                 "operationId": ids.update_batch,
                 "summary": format!("Change a batch of {name} objects"),
-                "description": format!("Each item names an object by `id` and gives the fields to change. {PER_ITEM}"),
+                "description": if e.has_key() {
+                    format!("Each item names an object by `id`, or without `id` by its key ({}), and gives the fields to change; no object with that key is a 404 item. {PER_ITEM}", key_list(e))
+                } else {
+                    format!("Each item names an object by `id` and gives the fields to change. {PER_ITEM}")
+                },
                 "tags": [name],
-                "parameters": [bgrs_param()],
+                "parameters": [bgrs_param(), dry_run_param(), atomic_param()],
                 "requestBody": body(true, json!({"type": "array", "items": reference(&format!("{t}BatchUpdate"))}), json!([batch_update_example])),
                 "responses": batch_resp.clone()
             },
@@ -252,7 +425,7 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
                 "summary": format!("Delete a batch of {name} objects"),
                 "description": format!("Each item is an id, or an object with `id`. {PER_ITEM}"),
                 "tags": [name],
-                "parameters": [bgrs_param()],
+                "parameters": [bgrs_param(), dry_run_param(), atomic_param()],
                 "requestBody": body(true, json!({"type": "array", "items": reference("BatchDeleteItem")}), json!([1, {"id": 2}])),
                 "responses": batch_resp
             }
@@ -282,7 +455,7 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
                 "summary": format!("Change the given fields of a {name} object"),
                 "description": "Fields left out keep their values; an optional field without a default may be cleared with null. Answers with the whole changed object (or 202 with `bgrs=1`).",
                 "tags": [name],
-                "parameters": [id_param, bgrs_param()],
+                "parameters": [id_param, bgrs_param(), dry_run_param()],
                 "requestBody": body(false, reference(&format!("{t}Update")), example),
                 "responses": write_resp.clone()
             },
@@ -291,7 +464,7 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
                 "summary": format!("Delete a {name} object"),
                 "description": "Answers with the deleted object (or 202 with `bgrs=1`); 409 while other objects still reference it.",
                 "tags": [name],
-                "parameters": [id_param, bgrs_param()],
+                "parameters": [id_param, bgrs_param(), dry_run_param()],
                 "responses": write_resp
             }
         }),

@@ -116,7 +116,10 @@ fn no_nul(s: &mut Json) {
 /// The schema of an object as the API returns it.
 fn object_schema(e: &Entity) -> Json {
     let mut props = Map::new();
-    props.insert("id".into(), json!({"type": "integer"}));
+    props.insert(
+        "id".into(),
+        json!({"type": ["integer", "null"], "description": "null only in a dry run's answer, for an object that would be created"}),
+    );
     for f in e.fields.iter().filter(|f| !f.secret) {
         let mut s = crate::schema::field_schema(f);
         if let Some(o) = s.as_object_mut() {

@@ -296,6 +296,12 @@ fn build(raw: &RawEntity, path: &Path, loc: &Locator) -> Result<Entity, String> 
         plugins: raw.plugins.clone(),
         allow_destructive: raw.allow_destructive,
         renamed_from: raw.renamed_from.clone(),
+        key: raw.key.clone(),
+        key_line: if raw.key.is_empty() {
+            loc.line(&["name"])
+        } else {
+            loc.line(&["key"])
+        },
         source: path.to_path_buf(),
         line: loc.line(&["name"]),
         create_validator: compile(&create_schema)?,
@@ -353,6 +359,43 @@ mod tests {
                 .any(|s| s.starts_with("broken.yaml:6: ") && s.contains("default")),
             "{shown:?}"
         );
+    }
+
+    #[test]
+    fn keys_name_fields_of_the_entity_once_and_no_secret() {
+        let ok =
+            "key: [code, size]\nfields:\n  code: { type: string }\n  size: { type: integer }\n";
+        let c = compile_sources(&[src("items.yaml", ok)], &[]).unwrap();
+        let e = c.get("items").unwrap();
+        assert_eq!(e.key, ["code", "size"]);
+        assert_eq!(e.key_index().as_deref(), Some("items_code_size_key"));
+        let single = "fields:\n  code: { type: string }\nkey: code\n";
+        let c = compile_sources(&[src("items.yaml", single)], &[]).unwrap();
+        assert_eq!(c.get("items").unwrap().key, ["code"]);
+        assert_eq!(c.get("items").unwrap().key_line, 3);
+        for (key, problem) in [
+            (
+                "[code, cdoe]",
+                "`key` names unknown field `cdoe`: did you mean `code`?",
+            ),
+            ("[code, code]", "`key` names `code` twice"),
+            ("pin", "`key` names secret field `pin`"),
+            ("id", "`key` names `id`, which is not a field"),
+            ("[]", "`key` must be a field name or a non-empty list"),
+            ("{ a: 1 }", "`key` must be a field name or a non-empty list"),
+        ] {
+            let text = format!(
+                "fields:\n  code: {{ type: string }}\n  pin: {{ type: string, secret: true }}\nkey: {key}\n"
+            );
+            let errs = compile_sources(&[src("items.yaml", &text)], &[]).unwrap_err();
+            let shown: Vec<String> = errs.iter().map(|d| d.to_string()).collect();
+            assert!(
+                shown
+                    .iter()
+                    .any(|s| s.starts_with("items.yaml:4: ") && s.contains(problem)),
+                "{key}: {shown:?}"
+            );
+        }
     }
 
     #[test]

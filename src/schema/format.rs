@@ -39,6 +39,10 @@ pub const ENTITY_KEYS: &[Key] = &[
         "renamed_from",
         "the entity's previous name: its table and rows are kept under the new one",
     ),
+    key(
+        "key",
+        "the natural key: a field, or a list of fields, unique together; objects can be named by it instead of by id (CSV `u`, `d`, `s` rows, PUT batch items, `POST ?upsert=1`)",
+    ),
 ];
 
 /// The keys of `access`.
@@ -60,6 +64,10 @@ pub const FIELD_KEYS: &[Key] = &[
     key("required", "true when every object must have a value"),
     key("default", "the value a create without one gets"),
     key("unique", "true when no two objects may share a value"),
+    key(
+        "index",
+        "true to index the column, for lists that filter or sort by it",
+    ),
     key("max_length", "the most characters (string and text)"),
     key("values", "the allowed values (enum)"),
     key("entity", "the entity referenced (reference)"),
@@ -155,7 +163,7 @@ pub fn json_schema(plugins: &[&str]) -> Json {
     let type_about: Vec<String> = TYPES.iter().map(|(t, a)| format!("{t}: {a}")).collect();
     let field = properties(FIELD_KEYS, |k| match k {
         "type" => json!({"enum": types, "markdownDescription": type_about.join("\n\n")}),
-        "required" | "unique" | "secret" => json!({"type": "boolean"}),
+        "required" | "unique" | "index" | "secret" => json!({"type": "boolean"}),
         "max_length" => json!({"type": "integer", "minimum": 1}),
         "values" => {
             json!({"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}})
@@ -197,6 +205,11 @@ pub fn json_schema(plugins: &[&str]) -> Json {
         }),
         "allow_destructive" => json!({"type": "boolean"}),
         "renamed_from" => json!({"type": "string", "pattern": IDENTIFIER}),
+        "key" => json!({"oneOf": [
+            {"type": "string", "pattern": IDENTIFIER},
+            {"type": "array", "minItems": 1, "uniqueItems": true,
+             "items": {"type": "string", "pattern": IDENTIFIER}}
+        ]}),
         _ => json!({}),
     });
     json!({

@@ -29,6 +29,12 @@ pub const RESERVED_FIELDS: &[&str] = &[
     "offset",
     "cursor",
     "bgrs",
+    "upsert",
+    "sort",
+    "fields",
+    "dry_run",
+    "atomic",
+    "changed_by",
 ];
 
 /// A role a signed-in user has. `Admin` may do everything a `User` may.
@@ -119,6 +125,8 @@ pub struct Field {
     /// Default value, already of the field's JSON type.
     pub default: Option<Json>,
     pub unique: bool,
+    /// `index: true`: the column gets an index, for filters and sorts on it.
+    pub index: bool,
     pub max_length: Option<u64>,
     /// Write-only: hashed with argon2 before storage and never returned.
     pub secret: bool,
@@ -159,6 +167,11 @@ pub struct Entity {
     pub allow_destructive: bool,
     /// The name the entity had before (`renamed_from`): its table and rows are kept.
     pub renamed_from: Option<String>,
+    /// The natural key (`key:`): fields unique together, by which an object can be named
+    /// instead of by its id. Empty when the entity has none.
+    pub key: Vec<String>,
+    /// The line of `key` in the file (the entity's line when it has none).
+    pub key_line: usize,
     pub source: PathBuf,
     /// The line of the entity's `name` (or its first line).
     pub line: usize,
@@ -199,12 +212,36 @@ impl Entity {
         }
     }
 
+    /// Whether the entity has a natural key.
+    pub fn has_key(&self) -> bool {
+        !self.key.is_empty()
+    }
+
+    /// The name of the unique index that enforces the key.
+    pub fn key_index(&self) -> Option<String> {
+        key_index(&self.name, &self.key)
+    }
+
+    /// `login` or `[campaign_id, name]`, as the YAML writes the key.
+    pub fn key_shown(&self) -> String {
+        match self.key.as_slice() {
+            [one] => format!("`{one}`"),
+            many => format!("[{}]", many.join(", ")),
+        }
+    }
+
     /// Fields of this entity that reference `other`.
     pub fn references_to<'a>(&'a self, other: &'a str) -> impl Iterator<Item = &'a Field> {
         self.fields
             .iter()
             .filter(move |f| matches!(&f.ty, FieldType::Reference(t) if t == other))
     }
+}
+
+/// The name of the unique index that enforces `key` on `table`: `<table>_<field>..._key`,
+/// the name a `unique` field's index has when the key is that one field.
+pub fn key_index(table: &str, key: &[String]) -> Option<String> {
+    (!key.is_empty()).then(|| format!("{table}_{}_key", key.join("_")))
 }
 
 /// The validated set of entities, in a stable order (references before referrers).

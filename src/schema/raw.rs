@@ -14,6 +14,8 @@ pub struct RawEntity {
     pub plugins: Vec<PluginRef>,
     pub allow_destructive: bool,
     pub renamed_from: Option<String>,
+    /// The natural key's fields, as listed.
+    pub key: Vec<String>,
 }
 
 /// Names taken by built-in routes, and by the tables that keep row counts.
@@ -120,6 +122,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
             "`fields` must be a mapping of field name to definition",
         ),
     }
+    let key = read_key(map.get("key"), &fields, &mut sink);
     let entity = RawEntity {
         name,
         fields,
@@ -127,6 +130,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
         plugins,
         allow_destructive,
         renamed_from,
+        key,
     };
     (Some(entity), sink.0)
 }
@@ -278,6 +282,7 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
     };
     let required = flag(sink, "required");
     let unique = flag(sink, "unique");
+    let index = flag(sink, "index");
     let secret = flag(sink, "secret");
     let ty = match m.get("type").and_then(Yaml::as_str) {
         None => {
@@ -410,6 +415,7 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
         required,
         default,
         unique,
+        index,
         max_length,
         secret,
         write_role,
@@ -417,6 +423,56 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
         renamed_from,
         line: 0,
     })
+}
+
+/// `key: <field>` or `key: [<field>, ...]`: fields of this entity, each once, none secret.
+fn read_key(v: Option<&Yaml>, fields: &[Field], sink: &mut Sink) -> Vec<String> {
+    let names: Vec<&str> = match v {
+        None => return Vec::new(),
+        Some(Yaml::String(s)) => vec![s.as_str()],
+        Some(Yaml::Sequence(items)) if !items.is_empty() => {
+            let names: Vec<&str> = items.iter().filter_map(Yaml::as_str).collect();
+            if names.len() != items.len() {
+                sink.push(&["key"], "`key` lists field names");
+                return Vec::new();
+            }
+            names
+        }
+        Some(_) => {
+            sink.push(
+                &["key"],
+                "`key` must be a field name or a non-empty list of field names, such as `key: login` or `key: [campaign_id, name]`",
+            );
+            return Vec::new();
+        }
+    };
+    let mut key = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            sink.push(&["key"], format!("`key` names `{n}` twice"));
+            continue;
+        }
+        match fields.iter().find(|f| f.name == *n) {
+            None if RESERVED_FIELDS.contains(n) => sink.push(
+                &["key"],
+                format!("`key` names `{n}`, which is not a field: a key is made of the entity's own fields"),
+            ),
+            None => sink.push(
+                &["key"],
+                format::with_hint(
+                    format!("`key` names unknown field `{n}`"),
+                    n,
+                    fields.iter().map(|f| f.name.as_str()),
+                ),
+            ),
+            Some(f) if f.secret => sink.push(
+                &["key"],
+                format!("`key` names secret field `{n}`: a secret is never read back, so it cannot name an object"),
+            ),
+            Some(_) => key.push(n.to_string()),
+        }
+    }
+    key
 }
 
 /// A `renamed_from: <old name>`: an identifier.

@@ -3,7 +3,7 @@
 //! [`super::counts`]). Nothing here ever drops or narrows a column.
 
 use super::{Dialect, Storage};
-use crate::schema::{Catalog, Entity, FieldType};
+use crate::schema::{Catalog, Entity, Field, FieldType};
 
 /// Statements that bring the table of `entity` up to its definition, given the columns the
 /// table has now (empty when it does not exist).
@@ -15,11 +15,20 @@ pub fn plan(d: Dialect, entity: &Entity, existing: &[String]) -> Vec<String> {
         cols.extend(entity.fields.iter().map(|f| d.column_def(f)));
         cols.push("\"created_dt\" TEXT NOT NULL".into());
         cols.push("\"updated_dt\" TEXT NOT NULL".into());
+        cols.push(format!("{} BIGINT", d.quote(super::changes::REV)));
         out.push(format!(
             "CREATE TABLE IF NOT EXISTS {table} ({})",
             cols.join(", ")
         ));
     } else {
+        // Tables made before changes were recorded gain the column that tells who last
+        // changed a row.
+        if !existing.iter().any(|c| c == super::changes::REV) {
+            out.push(format!(
+                "ALTER TABLE {table} ADD COLUMN {} BIGINT",
+                d.quote(super::changes::REV)
+            ));
+        }
         for f in &entity.fields {
             if !existing.iter().any(|c| c == &f.name) {
                 let ine = if d == Dialect::Postgres {
@@ -41,15 +50,52 @@ pub fn plan(d: Dialect, entity: &Entity, existing: &[String]) -> Vec<String> {
             out.push(format!(
                 "CREATE UNIQUE INDEX IF NOT EXISTS {idx} ON {table} ({col})"
             ));
-        } else if matches!(f.ty, FieldType::Reference(_)) {
+        } else if indexed(f) {
             let idx = d.quote(&format!("{}_{}_idx", entity.name, f.name));
             out.push(format!(
                 "CREATE INDEX IF NOT EXISTS {idx} ON {table} ({col})"
             ));
         }
     }
+    if let Some(idx) = entity.key_index() {
+        let cols: Vec<String> = entity.key.iter().map(|c| d.quote(c)).collect();
+        out.push(format!(
+            "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {table} ({})",
+            d.quote(&idx),
+            cols.join(", ")
+        ));
+    }
     out.extend(super::counts::track(d, entity));
     out
+}
+
+/// Whether field `f` gets a plain (not unique) index, `<entity>_<field>_idx`: references
+/// always, other fields with `index: true`. A unique field's index serves it already.
+pub fn indexed(f: &Field) -> bool {
+    !f.unique && (f.index || matches!(f.ty, FieldType::Reference(_)))
+}
+
+/// The names of the indexes of `table`, sorted (for `plan`-like reports and tests).
+pub async fn index_names(storage: &dyn Storage, table: &str) -> super::Result<Vec<String>> {
+    let sql = match storage.dialect() {
+        Dialect::Sqlite => {
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 ORDER BY name"
+        }
+        Dialect::Postgres => {
+            "SELECT indexname FROM pg_indexes WHERE tablename = $1 AND schemaname = current_schema() ORDER BY indexname"
+        }
+    };
+    let rows = storage
+        .fetch(
+            sql,
+            &[super::Value::text(table)],
+            &[crate::schema::ColType::Text],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().and_then(super::Value::into_string))
+        .collect())
 }
 
 /// Creates or extends the table of every entity of the catalog, references first.

@@ -11,25 +11,173 @@ fn column_list(d: Dialect, e: &Entity) -> String {
         .join(", ")
 }
 
-/// An equality filter on a column (the name is checked against the entity by the caller).
-pub struct Filter {
-    pub column: String,
-    pub value: Value,
+/// What a filter asks of a column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cond {
+    /// Equal (a null value: the column is null).
+    Eq(Value),
+    /// Not equal; rows where the column is null are included (a null value: the column is not
+    /// null).
+    Ne(Value),
+    Gt(Value),
+    Gte(Value),
+    Lt(Value),
+    Lte(Value),
+    /// Equal to one of the values.
+    In(Vec<Value>),
+    /// Holds this text, ignoring case; `%`, `_` and `\` in it are matched as themselves.
+    Contains(String),
+    /// The row is among the objects the background request with this id created or changed
+    /// (the column is `id`).
+    ChangedBy(String),
 }
 
-fn conditions(d: Dialect, filters: &[Filter], args: &mut Vec<Value>) -> Vec<String> {
+/// A condition on a column (the name is checked against the entity by the caller).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Filter {
+    pub column: String,
+    pub cond: Cond,
+}
+
+impl Filter {
+    pub fn eq(column: impl Into<String>, value: Value) -> Filter {
+        Filter {
+            column: column.into(),
+            cond: Cond::Eq(value),
+        }
+    }
+}
+
+/// One key a list is ordered by: ascending with nulls first, or descending with nulls last.
+/// Rows equal on every key are ordered by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    pub column: String,
+    pub desc: bool,
+}
+
+fn is_null(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Int(None) | Value::Float(None) | Value::Bool(None) | Value::Text(None)
+    )
+}
+
+/// `text` as a LIKE pattern that finds it anywhere, its wildcards escaped with `\`.
+fn contains_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+fn bind(args: &mut Vec<Value>, d: Dialect, v: &Value) -> String {
+    args.push(v.clone());
+    d.ph(args.len())
+}
+
+fn condition(d: Dialect, table: &str, f: &Filter, args: &mut Vec<Value>) -> String {
+    let c = d.quote(&f.column);
+    let cmp = |op: &str, v: &Value, args: &mut Vec<Value>| format!("{c} {op} {}", bind(args, d, v));
+    match &f.cond {
+        Cond::Eq(v) if is_null(v) => format!("{c} IS NULL"),
+        Cond::Eq(v) => cmp("=", v, args),
+        Cond::Ne(v) if is_null(v) => format!("{c} IS NOT NULL"),
+        Cond::Ne(v) => format!("({} OR {c} IS NULL)", cmp("<>", v, args)),
+        Cond::Gt(v) => cmp(">", v, args),
+        Cond::Gte(v) => cmp(">=", v, args),
+        Cond::Lt(v) => cmp("<", v, args),
+        Cond::Lte(v) => cmp("<=", v, args),
+        Cond::In(vs) if vs.is_empty() => "1 = 0".into(),
+        Cond::In(vs) => {
+            let phs: Vec<String> = vs.iter().map(|v| bind(args, d, v)).collect();
+            format!("{c} IN ({})", phs.join(", "))
+        }
+        Cond::ChangedBy(rid) => super::changes::changed_by(d, table, rid, args),
+        Cond::Contains(text) => match d {
+            // `fold` lowers every letter (see the SQLite storage); LIKE alone folds only ASCII.
+            Dialect::Sqlite => {
+                let p = bind(
+                    args,
+                    d,
+                    &Value::text(contains_pattern(&text.to_lowercase())),
+                );
+                format!("fold({c}) LIKE {p} ESCAPE '\\'")
+            }
+            Dialect::Postgres => {
+                let p = bind(args, d, &Value::text(contains_pattern(text)));
+                format!("{c} ILIKE {p} ESCAPE '\\'")
+            }
+        },
+    }
+}
+
+fn conditions(d: Dialect, table: &str, filters: &[Filter], args: &mut Vec<Value>) -> Vec<String> {
     filters
         .iter()
-        .map(|f| match f.value {
-            Value::Int(None) | Value::Float(None) | Value::Bool(None) | Value::Text(None) => {
-                format!("{} IS NULL", d.quote(&f.column))
-            }
-            _ => {
-                args.push(f.value.clone());
-                format!("{} = {}", d.quote(&f.column), d.ph(args.len()))
-            }
-        })
+        .map(|f| condition(d, table, f, args))
         .collect()
+}
+
+/// The keyset condition of rows after the row whose sort values (then id) are `after`, in the
+/// order of `keys` then id: for some key, every earlier key is equal and this one is later.
+fn after_clause(d: Dialect, keys: &[SortKey], after: &[Value], args: &mut Vec<Value>) -> String {
+    let id_key = SortKey {
+        column: "id".into(),
+        desc: false,
+    };
+    let all: Vec<&SortKey> = keys.iter().chain(std::iter::once(&id_key)).collect();
+    let mut alternatives = Vec::new();
+    for (i, (k, v)) in all.iter().zip(after).enumerate() {
+        let c = d.quote(&k.column);
+        let later = match (k.desc, is_null(v)) {
+            // Nulls come first going up, last going down.
+            (false, true) => Some(format!("{c} IS NOT NULL")),
+            (false, false) => Some(format!("{c} > {}", bind(args, d, v))),
+            (true, true) => None,
+            (true, false) => Some(format!("({c} < {} OR {c} IS NULL)", bind(args, d, v))),
+        };
+        let Some(later) = later else { continue };
+        let mut parts: Vec<String> = all[..i]
+            .iter()
+            .zip(after)
+            .map(|(k, v)| {
+                let c = d.quote(&k.column);
+                if is_null(v) {
+                    format!("{c} IS NULL")
+                } else {
+                    format!("{c} = {}", bind(args, d, v))
+                }
+            })
+            .collect();
+        parts.push(later);
+        alternatives.push(format!("({})", parts.join(" AND ")));
+    }
+    if alternatives.is_empty() {
+        "1 = 0".into()
+    } else {
+        format!("({})", alternatives.join(" OR "))
+    }
+}
+
+fn order_by(d: Dialect, keys: &[SortKey]) -> String {
+    keys.iter()
+        .map(|k| {
+            let dir = if k.desc {
+                "DESC NULLS LAST"
+            } else {
+                "ASC NULLS FIRST"
+            };
+            format!("{} {dir}, ", d.quote(&k.column))
+        })
+        .collect::<String>()
+        + "\"id\" ASC"
 }
 
 fn where_clause(parts: &[String]) -> String {
@@ -41,39 +189,40 @@ fn where_clause(parts: &[String]) -> String {
 }
 
 /// Where a page starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Start {
     /// After skipping this many rows (costs as much as reading them).
     Offset(i64),
-    /// Right after the row with this id (keyset: an index seek, whatever the depth).
-    AfterId(i64),
+    /// Right after the row whose sort values, then id, are these (keyset: no rows skipped).
+    After(Vec<Value>),
 }
 
-/// One page of rows, ordered by id.
+/// One page of rows, ordered by `sort`, then id.
 pub async fn list(
     ex: &mut dyn Exec,
     d: Dialect,
     e: &Entity,
     filters: &[Filter],
+    sort: &[SortKey],
     limit: i64,
-    start: Start,
+    start: &Start,
 ) -> Result<Vec<Row>> {
     let mut args = Vec::new();
-    let mut parts = conditions(d, filters, &mut args);
-    if let Start::AfterId(id) = start {
-        args.push(Value::int(id));
-        parts.push(format!("\"id\" > {}", d.ph(args.len())));
+    let mut parts = conditions(d, &e.name, filters, &mut args);
+    if let Start::After(after) = start {
+        parts.push(after_clause(d, sort, after, &mut args));
     }
     let w = where_clause(&parts);
     args.push(Value::int(limit));
     let mut sql = format!(
-        "SELECT {} FROM {}{w} ORDER BY \"id\" LIMIT {}",
+        "SELECT {} FROM {}{w} ORDER BY {} LIMIT {}",
         column_list(d, e),
         d.quote(&e.name),
+        order_by(d, sort),
         d.ph(args.len())
     );
     if let Start::Offset(offset) = start {
-        args.push(Value::int(offset));
+        args.push(Value::int(*offset));
         sql.push_str(&format!(" OFFSET {}", d.ph(args.len())));
     }
     ex.fetch(&sql, &args, &e.col_types()).await
@@ -88,7 +237,7 @@ pub async fn count(ex: &mut dyn Exec, d: Dialect, e: &Entity, filters: &[Filter]
         return Ok(n);
     }
     let mut args = Vec::new();
-    let w = where_clause(&conditions(d, filters, &mut args));
+    let w = where_clause(&conditions(d, &e.name, filters, &mut args));
     let sql = format!("SELECT COUNT(*) FROM {}{w}", d.quote(&e.name));
     let rows = ex
         .fetch(&sql, &args, &[crate::schema::ColType::Int])
@@ -210,12 +359,58 @@ pub async fn insert_many(
     Ok(out)
 }
 
-/// Updates the given columns of row `id`; `None` when there is no such row.
+/// The row a write addresses: by id, or by the values of some columns (a natural key, with
+/// `id` among them when the caller may only write one row).
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    Id(i64),
+    Key(&'a [(String, Value)]),
+}
+
+impl Target<'_> {
+    /// `WHERE ...` with its arguments appended to `args`.
+    fn condition(&self, d: Dialect, args: &mut Vec<Value>) -> String {
+        match self {
+            Target::Id(id) => {
+                args.push(Value::int(*id));
+                format!("\"id\" = {}", d.ph(args.len()))
+            }
+            Target::Key(pairs) => {
+                let parts: Vec<String> = pairs
+                    .iter()
+                    .map(|(c, v)| {
+                        args.push(v.clone());
+                        format!("{} = {}", d.quote(c), d.ph(args.len()))
+                    })
+                    .collect();
+                parts.join(" AND ")
+            }
+        }
+    }
+}
+
+/// The id of the row `target` names, if there is one.
+pub async fn find_id(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    target: Target<'_>,
+) -> Result<Option<i64>> {
+    let mut args = Vec::new();
+    let cond = target.condition(d, &mut args);
+    let sql = format!("SELECT \"id\" FROM {} WHERE {cond}", d.quote(&e.name));
+    let rows = ex
+        .fetch(&sql, &args, &[crate::schema::ColType::Int])
+        .await?;
+    Ok(rows.first().and_then(|r| r[0].as_i64()))
+}
+
+/// Updates the given columns of the row `target` names; `None` when there is no such row.
 pub async fn update(
     ex: &mut dyn Exec,
     d: Dialect,
     e: &Entity,
-    id: i64,
+    target: Target<'_>,
     values: Vec<(String, Value)>,
 ) -> Result<Option<Row>> {
     let sets: Vec<String> = values
@@ -224,29 +419,59 @@ pub async fn update(
         .map(|(i, (c, _))| format!("{} = {}", d.quote(c), d.ph(i + 1)))
         .collect();
     let mut args: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
-    args.push(Value::int(id));
+    let cond = target.condition(d, &mut args);
     let sql = format!(
-        "UPDATE {} SET {} WHERE \"id\" = {} RETURNING {}",
+        "UPDATE {} SET {} WHERE {cond} RETURNING {}",
         d.quote(&e.name),
         sets.join(", "),
-        d.ph(args.len()),
         column_list(d, e)
     );
     Ok(ex.fetch(&sql, &args, &e.col_types()).await?.pop())
 }
 
-/// Deletes row `id` and returns it; `None` when there is no such row.
-pub async fn delete(ex: &mut dyn Exec, d: Dialect, e: &Entity, id: i64) -> Result<Option<Row>> {
+/// Inserts one row unless another already holds its natural key (`key`, the key's columns):
+/// the new row, or `None` when the key is taken. Other unique values still fail.
+pub async fn insert_unless_key_taken(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    values: Vec<(String, Value)>,
+    key: &[String],
+) -> Result<Option<Row>> {
+    let cols: Vec<String> = values.iter().map(|(c, _)| d.quote(c)).collect();
+    let phs: Vec<String> = (1..=values.len()).map(|i| d.ph(i)).collect();
+    let args: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
+    let key: Vec<String> = key.iter().map(|c| d.quote(c)).collect();
     let sql = format!(
-        "DELETE FROM {} WHERE \"id\" = {} RETURNING {}",
+        "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING RETURNING {}",
         d.quote(&e.name),
-        d.ph(1),
+        cols.join(", "),
+        phs.join(", "),
+        key.join(", "),
         column_list(d, e)
     );
-    let row = ex
-        .fetch(&sql, &[Value::int(id)], &e.col_types())
-        .await?
-        .pop();
+    let row = ex.fetch(&sql, &args, &e.col_types()).await?.pop();
+    if row.is_some() {
+        ex.count_rows(d, &e.name, 1).await?;
+    }
+    Ok(row)
+}
+
+/// Deletes the row `target` names and returns it; `None` when there is no such row.
+pub async fn delete(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    target: Target<'_>,
+) -> Result<Option<Row>> {
+    let mut args = Vec::new();
+    let cond = target.condition(d, &mut args);
+    let sql = format!(
+        "DELETE FROM {} WHERE {cond} RETURNING {}",
+        d.quote(&e.name),
+        column_list(d, e)
+    );
+    let row = ex.fetch(&sql, &args, &e.col_types()).await?.pop();
     if row.is_some() {
         ex.count_rows(d, &e.name, -1).await?;
     }

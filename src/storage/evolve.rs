@@ -167,6 +167,86 @@ pub async fn unfit(
     Ok((count, pairs(rows)))
 }
 
+/// The first `first` ids of `table`.
+pub async fn first_ids(ex: &mut dyn Exec, d: Dialect, table: &str, first: i64) -> Result<Vec<i64>> {
+    Ok(ex
+        .fetch(
+            &format!(
+                "SELECT \"id\" FROM {} ORDER BY \"id\" LIMIT {first}",
+                d.quote(table)
+            ),
+            &[],
+            &[ColType::Int],
+        )
+        .await?
+        .into_iter()
+        .filter_map(|r| r[0].as_i64())
+        .collect())
+}
+
+/// Groups of rows of `table` that share their values in `columns` (none of them NULL): how
+/// many groups, and the first `first` as (the shared values, the first few ids).
+pub async fn duplicates(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    table: &str,
+    columns: &[(&str, ColType)],
+    first: i64,
+) -> Result<(i64, Vec<(Vec<Value>, Vec<i64>)>)> {
+    let t = d.quote(table);
+    let cols: Vec<String> = columns.iter().map(|(c, _)| d.quote(c)).collect();
+    let list = cols.join(", ");
+    let not_null: Vec<String> = cols.iter().map(|c| format!("{c} IS NOT NULL")).collect();
+    let grouped = format!(
+        "SELECT {list} FROM {t} WHERE {} GROUP BY {list} HAVING COUNT(*) > 1",
+        not_null.join(" AND ")
+    );
+    let count = ex
+        .fetch(
+            &format!("SELECT COUNT(*) FROM ({grouped}) AS \"g\""),
+            &[],
+            &[ColType::Int],
+        )
+        .await?
+        .first()
+        .and_then(|r| r[0].as_i64())
+        .unwrap_or(0);
+    if count == 0 {
+        return Ok((0, Vec::new()));
+    }
+    let types: Vec<ColType> = columns.iter().map(|(_, t)| *t).collect();
+    let groups = ex
+        .fetch(
+            &format!("{grouped} ORDER BY MIN(\"id\") LIMIT {first}"),
+            &[],
+            &types,
+        )
+        .await?;
+    let mut out = Vec::with_capacity(groups.len());
+    for values in groups {
+        let conds: Vec<String> = cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c} = {}", d.ph(i + 1)))
+            .collect();
+        let ids = ex
+            .fetch(
+                &format!(
+                    "SELECT \"id\" FROM {t} WHERE {} ORDER BY \"id\" LIMIT {first}",
+                    conds.join(" AND ")
+                ),
+                &values,
+                &[ColType::Int],
+            )
+            .await?
+            .into_iter()
+            .filter_map(|r| r[0].as_i64())
+            .collect();
+        out.push((values, ids));
+    }
+    Ok((count, out))
+}
+
 /// The values of `column` that are not NULL, by id, after id `after`: at most `limit`.
 pub async fn values_after(
     ex: &mut dyn Exec,

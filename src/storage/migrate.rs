@@ -31,6 +31,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0005_entity_definitions.sql"),
         include_str!("../../migrations/postgres/0005_entity_definitions.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_changes.sql"),
+        include_str!("../../migrations/postgres/0006_changes.sql"),
+    ),
 ];
 
 pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {

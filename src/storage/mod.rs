@@ -3,6 +3,7 @@
 //! additive DDL plan, and stored files. It executes; it does not decide (that is the engine's).
 
 pub mod auth;
+pub mod changes;
 pub mod contention;
 pub mod counts;
 pub mod ddl;
@@ -229,6 +230,17 @@ pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Storage>> {
             );
         };
     Ok(storage)
+}
+
+/// Whether the database answers a query.
+pub async fn ping(s: &dyn Storage) -> Result<()> {
+    s.fetch(
+        "SELECT CAST(1 AS BIGINT)",
+        &[],
+        &[crate::schema::ColType::Int],
+    )
+    .await
+    .map(|_| ())
 }
 
 /// A URL with its password removed, for messages.

@@ -158,6 +158,13 @@ pub async fn result_rest(
     Ok(())
 }
 
+/// How many results `rid` has.
+pub async fn count_results(ex: &mut dyn Exec, d: Dialect, rid: &str) -> Result<i64> {
+    let sql = d.bind("SELECT COUNT(*) FROM \"bg_results\" WHERE \"rid\" = ?");
+    let rows = ex.fetch(&sql, &[Value::text(rid)], &[ColType::Int]).await?;
+    Ok(rows.first().and_then(|r| r[0].as_i64()).unwrap_or(0))
+}
+
 /// Results of `rid` with `seq >= from`, in order, at most `limit`.
 pub async fn results(s: &dyn Storage, rid: &str, from: i64, limit: i64) -> Result<Vec<ResultRow>> {
     let d = s.dialect();

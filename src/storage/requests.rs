@@ -191,8 +191,9 @@ pub struct Claim<'a> {
     pub skip_kind: &'a str,
 }
 
-/// Claims a request for `c.worker` and counts the attempt; its `rid`.
-pub async fn claim(s: &dyn Storage, c: &Claim<'_>) -> Result<Option<String>> {
+/// Claims a request for `c.worker` and counts the attempt; its `rid` and how many times it
+/// has been claimed, this time included.
+pub async fn claim(s: &dyn Storage, c: &Claim<'_>) -> Result<Option<(String, i64)>> {
     let d = s.dialect();
     let lock = match d {
         Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
@@ -201,7 +202,7 @@ pub async fn claim(s: &dyn Storage, c: &Claim<'_>) -> Result<Option<String>> {
     let sql = format!(
         "UPDATE \"bg_requests\" SET \"locked_by\" = {p1}, \"heartbeat_at\" = {p2}, \"attempts\" = \"attempts\" + 1 \
          WHERE \"id\" = (SELECT \"id\" FROM \"bg_requests\" WHERE \"status_id\" = {p4} AND \"kind\" <> {p5} \
-         AND (\"locked_by\" IS NULL OR \"heartbeat_at\" < {p3}) ORDER BY \"id\" LIMIT 1{lock}) RETURNING \"rid\"",
+         AND (\"locked_by\" IS NULL OR \"heartbeat_at\" < {p3}) ORDER BY \"id\" LIMIT 1{lock}) RETURNING \"rid\", \"attempts\"",
         p1 = d.ph(1),
         p2 = d.ph(2),
         p3 = d.ph(3),
@@ -216,12 +217,36 @@ pub async fn claim(s: &dyn Storage, c: &Claim<'_>) -> Result<Option<String>> {
         Value::text(c.skip_kind),
     ];
     let mut tx = s.begin().await?;
-    let rows = tx.fetch(&sql, &args, &[ColType::Text]).await?;
+    let rows = tx
+        .fetch(&sql, &args, &[ColType::Text, ColType::Int])
+        .await?;
     tx.commit().await?;
+    Ok(rows.into_iter().next().and_then(|r| {
+        let mut r = r.into_iter();
+        let rid = r.next()?.into_string()?;
+        Some((rid, r.next()?.as_i64().unwrap_or(1)))
+    }))
+}
+
+/// How many background requests there are of each kind and status: `(kind, status_id, n)`.
+pub async fn depth(s: &dyn Storage) -> Result<Vec<(String, i64, i64)>> {
+    let rows = s
+        .fetch(
+            "SELECT \"kind\", \"status_id\", COUNT(*) FROM \"bg_requests\" WHERE \"expired\" = 0 \
+             GROUP BY \"kind\", \"status_id\"",
+            &[],
+            &[ColType::Text, ColType::Int, ColType::Int],
+        )
+        .await?;
     Ok(rows
         .into_iter()
-        .next()
-        .and_then(|r| r.into_iter().next()?.into_string()))
+        .filter_map(|r| {
+            let mut r = r.into_iter();
+            let kind = r.next()?.into_string()?;
+            let status = r.next()?.as_i64()?;
+            Some((kind, status, r.next()?.as_i64()?))
+        })
+        .collect())
 }
 
 /// Releases every lease `worker` holds.
@@ -279,6 +304,28 @@ pub async fn advance(ex: &mut dyn Exec, d: Dialect, p: &Progress<'_>) -> Result<
         Value::text(p.rid),
         Value::text(p.worker),
         Value::int(p.open),
+    ];
+    Ok(ex.execute(&sql, &args).await? == 1)
+}
+
+/// Renews the lease of `rid` held by `worker` while it is still `open`, changing nothing else;
+/// false when the lease is gone.
+pub async fn heartbeat(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rid: &str,
+    worker: &str,
+    open: i64,
+    now: i64,
+) -> Result<bool> {
+    let sql = d.bind(
+        "UPDATE \"bg_requests\" SET \"heartbeat_at\" = ? WHERE \"rid\" = ? AND \"locked_by\" = ? AND \"status_id\" = ?",
+    );
+    let args = [
+        Value::int(now),
+        Value::text(rid),
+        Value::text(worker),
+        Value::int(open),
     ];
     Ok(ex.execute(&sql, &args).await? == 1)
 }
@@ -350,11 +397,12 @@ pub async fn expired(s: &dyn Storage, cutoff: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Removes a request's results, items and details and marks it expired, in one transaction.
+/// Removes a request's results, items, details and change records (it can no longer be
+/// undone) and marks it expired, in one transaction.
 pub async fn expire(s: &dyn Storage, rid: &str) -> Result<()> {
     let d = s.dialect();
     let mut tx = s.begin().await?;
-    for table in ["bg_results", "bg_items", "bg_details"] {
+    for table in ["bg_results", "bg_items", "bg_details", "bg_changes"] {
         let sql = format!("DELETE FROM \"{table}\" WHERE \"rid\" = {}", d.ph(1));
         tx.execute(&sql, &[Value::text(rid)]).await?;
     }

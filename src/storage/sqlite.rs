@@ -43,7 +43,30 @@ fn open(path: &PathBuf, cache_kib: i64) -> rusqlite::Result<Connection> {
     )?;
     c.execute_batch(&format!("PRAGMA cache_size = -{cache_kib};"))?;
     c.set_prepared_statement_cache_capacity(256);
+    add_functions(&c)?;
     Ok(c)
+}
+
+/// `fold(text)`: the text in lower case, every letter (SQLite's own `lower` and `LIKE` fold
+/// only ASCII), so `[contains]` ignores case as PostgreSQL's `ILIKE` does.
+fn add_functions(c: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    c.create_scalar_function(
+        "fold",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Text(t) => Some(String::from_utf8_lossy(t).to_lowercase()),
+                ValueRef::Null => None,
+                other => Some(match other {
+                    ValueRef::Integer(i) => i.to_string(),
+                    ValueRef::Real(f) => f.to_string(),
+                    _ => String::new(),
+                }),
+            })
+        },
+    )
 }
 
 impl SqliteStorage {
@@ -126,13 +149,18 @@ fn db(e: rusqlite::Error) -> StorageError {
     if let rusqlite::Error::SqliteFailure(f, msg) = &e {
         match f.extended_code {
             ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
-                // "UNIQUE constraint failed: table.column"
+                // "UNIQUE constraint failed: table.a, table.b": the columns joined with `_`,
+                // as PostgreSQL's index names have them.
                 let column = msg
                     .as_deref()
                     .and_then(|m| m.rsplit(": ").next())
-                    .and_then(|c| c.split(", ").next())
-                    .and_then(|c| c.split('.').nth(1))
-                    .map(str::to_string);
+                    .map(|cols| {
+                        cols.split(", ")
+                            .filter_map(|c| c.split('.').nth(1))
+                            .collect::<Vec<_>>()
+                            .join("_")
+                    })
+                    .filter(|c| !c.is_empty());
                 return StorageError::Unique { column };
             }
             ffi::SQLITE_CONSTRAINT_FOREIGNKEY => return StorageError::ForeignKey,

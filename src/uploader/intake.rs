@@ -200,7 +200,8 @@ pub async fn receive(
                 hex::encode(rand::random::<[u8; 12]>())
             ));
             file.0 = Some(path.clone());
-            copy_limited(&mut field, &path, &limits, file_field).await?;
+            let n = copy_limited(&mut field, &path, &limits, file_field).await?;
+            crate::telemetry::upload_bytes(n);
         } else {
             if fields.contains_key(&name) {
                 return Err(UploadError::BadRequest(format!(

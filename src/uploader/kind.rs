@@ -2,7 +2,7 @@
 //! remove (its result file), and which upload scratch files no request owns any more.
 
 use super::Plan;
-use super::run::{Sink, rows};
+use super::run::{Bundles, Sink, rows};
 use crate::jobs::Jobs;
 use crate::jobs::kinds::{JobKind, KindId};
 use crate::jobs::record::Request;
@@ -17,6 +17,8 @@ use tokio::sync::watch;
 /// CSV uploads, background or synchronous, run with the plugins of `plugins`.
 pub struct Upload {
     pub plugins: Arc<Registry>,
+    /// Where bundles' plugins store files.
+    pub files: Arc<dyn crate::files::FileStore>,
 }
 
 #[async_trait::async_trait]
@@ -35,7 +37,13 @@ impl JobKind for Upload {
         jobs.log(&req.rid, &format!("{what} (worker {})", jobs.worker_id))
             .await?;
         match jobs.caller_of(req.user_id).await? {
-            Some(caller) => rows(jobs, &self.plugins, &req, &caller, Sink::Details, stop).await,
+            Some(caller) => {
+                let bundles = Bundles {
+                    plugins: &self.plugins,
+                    files: self.files.as_ref(),
+                };
+                rows(jobs, &bundles, &req, &caller, Sink::Details, stop).await
+            }
             None => {
                 let (_, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
                 jobs.finish(&req, 403, "text/plain", &rel).await

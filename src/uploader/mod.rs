@@ -11,6 +11,7 @@ pub mod rows;
 pub mod run;
 pub mod seal;
 pub mod validate;
+mod whole;
 
 use std::path::PathBuf;
 
@@ -47,6 +48,13 @@ pub struct Plan {
     /// The working copy's secret columns are sealed (hashes, or reasons for refusal).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sealed: bool,
+    /// A dry run, or all or nothing (see [`crate::engine::whole`]).
+    #[serde(flatten)]
+    pub mode: crate::engine::whole::Mode,
+    /// For a ZIP bundle: key prefixes of the files its plugins stored, removed when nothing
+    /// of the upload is applied (a dry run, or an all-or-nothing upload that failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stored: Vec<String>,
 }
 
 impl Plan {

@@ -13,7 +13,7 @@ pub(super) struct Lines<'a> {
     /// Line number of the first record.
     pub first_line: i64,
     pub records: &'a [csv::StringRecord],
-    /// Per record: None for a skipped row, else whether it creates.
+    /// Per record: None for a skipped row, else whether its result gets the object's id.
     pub kinds: &'a [Option<bool>],
     /// Per record: the cells the bundle's hooks changed.
     pub changed_cells: &'a [Vec<(usize, String)>],
@@ -47,12 +47,12 @@ impl Lines<'_> {
                             .iter()
                             .map(|c| c.as_bytes()),
                     ),
-                    Some(creates) => {
+                    Some(fills_id) => {
                         let internal = Err(CallError::Internal);
                         let o = outcomes.next().unwrap_or(&internal);
                         let (status, res) = rows::res_of(o);
                         let new_id = match o {
-                            Ok(obj) if *creates => obj["id"].as_i64(),
+                            Ok(obj) if *fills_id => obj["id"].as_i64(),
                             _ => None,
                         };
                         if self.want_lines {

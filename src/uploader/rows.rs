@@ -133,24 +133,39 @@ pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
         "c" | "C" => Op::Create,
         "u" | "U" => Op::Update,
         "d" | "D" => Op::Delete,
-        other => return Work::Fail(bad(&format!("unknown op `{other}`: use c, u or d"))),
+        "s" | "S" => Op::Save,
+        other => return Work::Fail(bad(&format!("unknown op `{other}`: use c, u, d or s"))),
     };
     let id = match (op, id) {
         (Op::Create, "") => None,
         (Op::Create, _) => return Work::Fail(bad("`id` must be empty for op c")),
-        (_, "") => return Work::Fail(bad("`id` is required for ops u and d")),
+        // Named by the entity's key (a save without one creates).
+        (_, "") if e.has_key() || op == Op::Save => None,
+        (_, "") => {
+            return Work::Fail(bad(&format!(
+                "`id` is required for ops u and d: {} has no key to find the object by",
+                e.name
+            )));
+        }
         (_, s) => match crate::input::id(s) {
             Some(n) => Some(n),
             None => return Work::Fail(bad(&format!("`id` `{s}` is not an integer"))),
         },
     };
     let mut params = serde_json::Map::new();
-    if op != Op::Delete {
+    // A delete takes no values; one named by key takes the key's.
+    let wanted = |name: &str| match (op, id) {
+        (Op::Delete, Some(_)) => false,
+        (Op::Delete, None) => e.key.iter().any(|k| k == name),
+        _ => true,
+    };
+    if op != Op::Delete || id.is_none() {
         let pairs = cols
             .names
             .iter()
             .enumerate()
             .filter(|(i, _)| *i != cols.op && Some(*i) != cols.id && Some(*i) != cols.res)
+            .filter(|(_, name)| wanted(name))
             .filter_map(|(i, name)| {
                 let v = csvsafe::unescape(rec.get(i).unwrap_or(""));
                 (!v.is_empty()).then(|| (name.clone(), v.to_string()))

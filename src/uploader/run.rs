@@ -18,7 +18,7 @@ use std::io::{Seek, Write};
 use tokio::sync::{mpsc, watch};
 
 /// Rows per transaction.
-const CHUNK: usize = 1000;
+pub(super) const CHUNK: usize = 1000;
 
 /// Where per-line progress goes.
 pub enum Sink {
@@ -39,10 +39,18 @@ pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
     serde_json::from_value(req.params.clone()).map_err(|e| io_err(format!("bad stored plan: {e}")))
 }
 
-/// Runs the rows of `req` from where it stopped, then finishes it.
+/// What a run needs for ZIP bundles: the plugins, and the file storage that holds what
+/// they stored.
+pub struct Bundles<'a> {
+    pub plugins: &'a Registry,
+    pub files: &'a dyn crate::files::FileStore,
+}
+
+/// Runs the rows of `req` from where it stopped, then finishes it. A dry run or an
+/// all-or-nothing upload runs whole (see [`super::whole`]).
 pub async fn rows(
     jobs: &Jobs,
-    plugins: &Registry,
+    bundles: &Bundles<'_>,
     req: &Request,
     caller: &Caller,
     sink: Sink,
@@ -57,6 +65,11 @@ pub async fn rows(
         .ok_or_else(|| io_err(format!("entity `{}` is gone", plan.entity)))?;
     let mut cols = Columns::from_header(&plan.layout.header, &entity).map_err(io_err)?;
     cols.sealed = plan.sealed;
+    if plan.mode.whole() {
+        let target = (&plan, entity.as_ref(), &cols);
+        return super::whole::rows(jobs, bundles, req, caller, sink, stop, target).await;
+    }
+    let plugins = bundles.plugins;
     let encoding = plan.encoding();
     let (result_path, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
     let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;
@@ -70,6 +83,7 @@ pub async fn rows(
         tx_rows,
     );
     let d = jobs.storage.dialect();
+    let rec = req.recorder();
     let mut done = req.done;
     // Rows done when a cancel was seen; the rest are written as not run.
     let mut cancelled_at: Option<i64> = None;
@@ -78,19 +92,7 @@ pub async fn rows(
     if plan.bundle.is_some() {
         refused = start_bundle(jobs, plugins, req, caller, &entity, &mut plan).await?;
     }
-    let hooks: Vec<_> = match &plan.bundle {
-        Some(b) => plugins
-            .of(&entity)
-            .map(|(p, s)| {
-                (
-                    p.clone(),
-                    s.clone(),
-                    b.get(p.name()).cloned().unwrap_or_default(),
-                )
-            })
-            .collect(),
-        None => Vec::new(),
-    };
+    let hooks = hooks_of(plugins, &entity, &plan);
     while let Some(records) = rx_rows.recv().await {
         if *stop.borrow() {
             return Ok(());
@@ -110,36 +112,11 @@ pub async fn rows(
             done += records.len() as i64;
             continue;
         }
-        // Per row: None for a skipped row, else whether it creates.
-        let mut kinds: Vec<Option<bool>> = Vec::with_capacity(records.len());
-        let mut calls: Vec<Result<Call, CallError>> = Vec::with_capacity(records.len());
-        // Per row: the cells the bundle's hooks changed, written to the result when it runs.
-        let mut changed_cells: Vec<Vec<(usize, String)>> = Vec::new();
-        for r in &records {
-            match rows::work(&cols, &entity, r) {
-                Work::Skip => kinds.push(None),
-                Work::Run(mut c) if !hooks.is_empty() => {
-                    kinds.push(Some(c.op == crate::engine::Op::Create));
-                    let before = c.params.clone();
-                    let hooked = hooks
-                        .iter()
-                        .try_for_each(|(p, settings, state)| p.on_row(settings, state, &mut c));
-                    changed_cells.resize(kinds.len(), Vec::new());
-                    if hooked.is_ok() {
-                        changed_cells[kinds.len() - 1] = rows::changed_cells(&cols, &before, &c);
-                    }
-                    calls.push(hooked.map(|_| c));
-                }
-                Work::Run(c) => {
-                    kinds.push(Some(c.op == crate::engine::Op::Create));
-                    calls.push(Ok(c));
-                }
-                Work::Fail(e) => {
-                    kinds.push(Some(false));
-                    calls.push(Err(e));
-                }
-            }
-        }
+        let RowCalls {
+            kinds,
+            calls,
+            changed_cells,
+        } = calls_of(&cols, &entity, &records, &hooks);
         let want_lines = !matches!(sink, Sink::Quiet);
         // Prepared once, outside the transaction; a retry runs the same prepared calls.
         let prepared = jobs.engine.prepare_chunk(caller, calls).await;
@@ -160,7 +137,7 @@ pub async fn rows(
                 }
                 let outcomes = match jobs
                     .engine
-                    .execute_chunk(tx.as_mut(), caller, &prepared, false)
+                    .execute_chunk(tx.as_mut(), caller, &prepared, false, Some(&rec))
                     .await
                 {
                     Ok(x) => x,
@@ -245,6 +222,83 @@ pub async fn rows(
     Ok(())
 }
 
+/// A bundle's plugins with their settings and their state from the plan.
+pub(super) type Hooks = Vec<(
+    std::sync::Arc<dyn crate::plugins::Plugin>,
+    serde_json::Value,
+    serde_json::Value,
+)>;
+
+/// The hooks rows of `plan` meet: the `on_row` hooks of a bundle's plugins, none otherwise.
+pub(super) fn hooks_of(plugins: &Registry, entity: &crate::schema::Entity, plan: &Plan) -> Hooks {
+    match &plan.bundle {
+        Some(b) => plugins
+            .of(entity)
+            .map(|(p, s)| {
+                (
+                    p.clone(),
+                    s.clone(),
+                    b.get(p.name()).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// What a chunk of records runs as.
+pub(super) struct RowCalls {
+    /// Per row: None for a skipped row, else whether its result gets the object's id (a
+    /// create, or a row that names its object by key).
+    pub kinds: Vec<Option<bool>>,
+    /// The calls of the rows that are not skipped, or why a row cannot run.
+    pub calls: Vec<Result<Call, CallError>>,
+    /// Per row: the cells the bundle's hooks changed, written to the result when it runs.
+    pub changed_cells: Vec<Vec<(usize, String)>>,
+}
+
+/// The calls of a chunk of records, through the bundle's `on_row` hooks.
+pub(super) fn calls_of(
+    cols: &Columns,
+    entity: &crate::schema::Entity,
+    records: &[csv::StringRecord],
+    hooks: &Hooks,
+) -> RowCalls {
+    let mut kinds: Vec<Option<bool>> = Vec::with_capacity(records.len());
+    let mut calls: Vec<Result<Call, CallError>> = Vec::with_capacity(records.len());
+    let mut changed_cells: Vec<Vec<(usize, String)>> = Vec::new();
+    for r in records {
+        match rows::work(cols, entity, r) {
+            Work::Skip => kinds.push(None),
+            Work::Run(mut c) if !hooks.is_empty() => {
+                kinds.push(Some(c.id.is_none()));
+                let before = c.params.clone();
+                let hooked = hooks
+                    .iter()
+                    .try_for_each(|(p, settings, state)| p.on_row(settings, state, &mut c));
+                changed_cells.resize(kinds.len(), Vec::new());
+                if hooked.is_ok() {
+                    changed_cells[kinds.len() - 1] = rows::changed_cells(cols, &before, &c);
+                }
+                calls.push(hooked.map(|_| c));
+            }
+            Work::Run(c) => {
+                kinds.push(Some(c.id.is_none()));
+                calls.push(Ok(c));
+            }
+            Work::Fail(e) => {
+                kinds.push(Some(false));
+                calls.push(Err(e));
+            }
+        }
+    }
+    RowCalls {
+        kinds,
+        calls,
+        changed_cells,
+    }
+}
+
 /// Runs the `on_start` hooks of a bundle's plugins in one transaction that also stores their
 /// state with the request and logs their notes. Some(reason) when a hook refused: no row
 /// runs then. After contention the whole start runs again from the state it began with.
@@ -281,33 +335,28 @@ async fn try_start(
 ) -> Result<Option<String>, StorageError> {
     let d = jobs.storage.dialect();
     let mut tx = jobs.storage.begin().await?;
-    let bundle = plan.bundle.as_mut().expect("a bundle");
-    let mut notes = Vec::new();
-    for (p, settings) in plugins.of(entity) {
-        let mut state = bundle.get(p.name()).cloned().unwrap_or_default();
-        let mut start = crate::plugins::Start {
-            engine: &jobs.engine,
-            tx: tx.as_mut(),
-            caller,
-            state: &mut state,
-            notes: Vec::new(),
-            failed: None,
-        };
-        let r = p.on_start(settings, &mut start).await;
-        notes.append(&mut start.notes);
-        if let Some(e) = start.failed.take() {
-            let _ = tx.rollback().await;
-            return Err(e);
-        }
-        if let Err(why) = r {
+    let notes = match start_in(
+        jobs,
+        plugins,
+        tx.as_mut(),
+        caller,
+        &req.recorder(),
+        entity,
+        plan,
+    )
+    .await
+    {
+        Ok(Started::Refused(why)) => {
             tx.rollback().await?;
             jobs.log(&req.rid, &format!("refused: {why}")).await?;
             return Ok(Some(why));
         }
-        if !state.is_null() {
-            bundle.insert(p.name().to_string(), state);
+        Ok(Started::Ran(notes)) => notes,
+        Err(e) => {
+            let _ = tx.rollback().await;
+            return Err(e);
         }
-    }
+    };
     let params = serde_json::to_value(&*plan).map_err(io_err)?;
     jobs.store_params(tx.as_mut(), req, &params).await?;
     for n in &notes {
@@ -317,9 +366,56 @@ async fn try_start(
     Ok(None)
 }
 
+/// How the `on_start` hooks of a bundle ended.
+pub(super) enum Started {
+    /// Their notes for the details.
+    Ran(Vec<String>),
+    /// A hook refused the upload: no row runs.
+    Refused(String),
+}
+
+/// Runs the `on_start` hooks of a bundle's plugins inside `tx`, keeping their state in
+/// `plan`. An `Err` (contention, a failed database) leaves `tx` to be rolled back.
+pub(super) async fn start_in(
+    jobs: &Jobs,
+    plugins: &Registry,
+    tx: &mut dyn crate::storage::Tx,
+    caller: &Caller,
+    recorder: &crate::engine::changes::Recorder,
+    entity: &crate::schema::Entity,
+    plan: &mut Plan,
+) -> Result<Started, StorageError> {
+    let bundle = plan.bundle.as_mut().expect("a bundle");
+    let mut notes = Vec::new();
+    for (p, settings) in plugins.of(entity) {
+        let mut state = bundle.get(p.name()).cloned().unwrap_or_default();
+        let mut start = crate::plugins::Start {
+            engine: &jobs.engine,
+            tx: &mut *tx,
+            caller,
+            recorder,
+            state: &mut state,
+            notes: Vec::new(),
+            failed: None,
+        };
+        let r = p.on_start(settings, &mut start).await;
+        notes.append(&mut start.notes);
+        if let Some(e) = start.failed.take() {
+            return Err(e);
+        }
+        if let Err(why) = r {
+            return Ok(Started::Refused(why));
+        }
+        if !state.is_null() {
+            bundle.insert(p.name().to_string(), state);
+        }
+    }
+    Ok(Started::Ran(notes))
+}
+
 /// Reads the working copy off the async executor, skipping the header and the rows already
 /// done, and sends records in chunks.
-fn spawn_reader(
+pub(super) fn spawn_reader(
     path: std::path::PathBuf,
     separator: u8,
     skip: u64,

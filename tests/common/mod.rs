@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod process;
+pub mod upload;
 
 use entiserve::plugins::Registry;
 use entiserve::settings::Settings;

@@ -29,6 +29,14 @@
     return `/bgrs?${p}`;
   }
 
+  // A dry run and an all-or-nothing request say so beside their name.
+  function modeTags(r) {
+    const tags = [];
+    if (r.dry_run === '1') tags.push(el('span', { className: 'badge mode', title: 'ran, then rolled back: nothing applied' }, 'dry run'));
+    if (r.atomic === '1') tags.push(el('span', { className: 'badge mode', title: 'applied whole or not at all' }, 'all or nothing'));
+    return el('span', {}, ...tags.flatMap((t) => [' ', t]));
+  }
+
   function badge(r) {
     const status = Number.parseInt(r.status, 10);
     if (r.status_id === '4' && status >= 400) {
@@ -102,7 +110,7 @@
       : null;
     const tr = el('tr', { dataset: { rid: r.rid, status: r.status_id } },
       el('td', {}, r.created_dt),
-      el('td', {}, r.name),
+      el('td', {}, r.name, modeTags(r)),
       el('td', {}, badge(r)),
       el('td', {}, progressCell(r)),
       el('td', {}, r.finished_dt || '—'),

@@ -114,7 +114,7 @@
     }
     if (rows[0] && !rows[0].includes('op')) {
       meta.push(el('div', { className: 'alert info' },
-        'The header has no op column: every row needs one (c, u, d or empty).'));
+        'The header has no op column: every row needs one (c, u, d, s or empty).'));
     }
     renderPreview(meta, rows);
   }
@@ -133,7 +133,7 @@
   }
 
   function setFormEnabled(on) {
-    for (const id of ['entity', 'file', 'encoding', 'campaign']) $(id).disabled = !on;
+    for (const id of ['entity', 'file', 'encoding', 'campaign', 'dry-run', 'atomic']) $(id).disabled = !on;
     updateStart();
   }
 
@@ -180,6 +180,9 @@
     form.append('encoding', encoding);
     form.append('bgrs', '1');
     if (!$('zip-options').hidden && $('campaign').value) form.append('campaign_id', $('campaign').value);
+    const dryRun = $('dry-run').checked;
+    if (dryRun) form.append('dry_run', '1');
+    if ($('atomic').checked) form.append('atomic', '1');
     form.append('csvfile', file, file.name);
 
     run = { rid: null };
@@ -201,7 +204,7 @@
       let rid = null;
       try { rid = JSON.parse(xhr.responseText).request; } catch (_) { /* below */ }
       if (rid) {
-        const info = { rid, name: file.name, entity, encoding };
+        const info = { rid, name: file.name, entity, encoding, dryRun };
         sessionStorage.setItem(RUN_KEY, JSON.stringify(info));
         follow(info);
         return;
@@ -267,7 +270,9 @@
     };
     setFormEnabled(false);
     $('run').hidden = false;
-    $('run-title').textContent = `Uploading ${info.name} into ${info.entity}`;
+    $('run-title').textContent = info.dryRun
+      ? `Dry run of ${info.name} into ${info.entity}`
+      : `Uploading ${info.name} into ${info.entity}`;
     $('rid').textContent = `request ${info.rid}`;
     $('progress').className = '';
     $('progress').value = 0;
@@ -425,7 +430,9 @@
       $('run-title').textContent = `Failed: ${run.name}`;
       bar.className = 'failed';
     } else {
-      $('run-title').textContent = `Finished: ${run.name} into ${run.entity}`;
+      $('run-title').textContent = run.dryRun
+        ? `Dry run finished: ${run.name} into ${run.entity} (nothing was kept)`
+        : `Finished: ${run.name} into ${run.entity}`;
       bar.className = 'done';
     }
     $('summary').hidden = false;

@@ -1,0 +1,148 @@
+//! What a background request changes, recorded with the changes themselves (same
+//! transaction) so that it can be undone ([`crate::jobs::undo`]) and listed (`changed_by`).
+//! Creates are recorded as ranges of ids, one record per run of consecutive ids; an update or
+//! a delete as one record holding the object's stored row before the chunk changed it.
+
+use super::prepare::Prepared;
+use super::{CallError, Op, Outcome};
+use crate::schema::Entity;
+use crate::storage::changes::{self, Change, ChangeOp};
+use crate::storage::{Dialect, Exec, Row, StorageError};
+use serde_json::{Map, Value as Json};
+use std::collections::{BTreeMap, HashMap};
+
+/// Who records: the background request `rid`, whose `bg_requests` id is `stamp` (written into
+/// every row it updates; see [`changes::REV`]).
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    pub rid: String,
+    pub stamp: i64,
+}
+
+/// The stamp of calls made outside any background request.
+pub const NO_REQUEST: i64 = 0;
+
+/// A stored row (ending with [`changes::REV`]) as the JSON an undo writes back.
+pub fn row_json(e: &Entity, row: &Row) -> String {
+    let mut m = Map::new();
+    for (c, v) in e.columns().zip(row) {
+        m.insert(c.to_string(), v.to_json());
+    }
+    Json::Object(m).to_string()
+}
+
+/// The changes of one chunk, gathered while it runs and written before it commits.
+pub struct ChunkLog<'a> {
+    rec: &'a Recorder,
+    /// Stored rows before the chunk, by entity and id, of the objects it names by id.
+    before: HashMap<(String, i64), Row>,
+    changes: Vec<Change>,
+}
+
+impl<'a> ChunkLog<'a> {
+    /// Starts the log of a chunk, reading the stored rows its updates and deletes name by id
+    /// (one statement per entity).
+    pub async fn start(
+        rec: &'a Recorder,
+        ex: &mut dyn Exec,
+        d: Dialect,
+        prepared: &[Result<Prepared, CallError>],
+    ) -> Result<ChunkLog<'a>, StorageError> {
+        let mut named: BTreeMap<&str, (&Entity, Vec<i64>)> = BTreeMap::new();
+        for p in prepared.iter().filter_map(|p| p.as_ref().ok()) {
+            if let (Some(id), true) = (p.id, p.op != Op::Create) {
+                named
+                    .entry(p.entity.name.as_str())
+                    .or_insert_with(|| (p.entity.as_ref(), Vec::new()))
+                    .1
+                    .push(id);
+            }
+        }
+        let mut before = HashMap::new();
+        for (name, (e, mut ids)) in named {
+            ids.sort_unstable();
+            ids.dedup();
+            for row in changes::rows_by_ids(ex, d, e, &ids).await? {
+                if let Some(id) = row.first().and_then(|v| v.as_i64()) {
+                    before.insert((name.to_string(), id), row);
+                }
+            }
+        }
+        Ok(ChunkLog {
+            rec,
+            before,
+            changes: Vec::new(),
+        })
+    }
+
+    /// The stamp the chunk's updates write.
+    pub fn stamp(&self) -> i64 {
+        self.rec.stamp
+    }
+
+    /// Reads the stored row a call naming its object by key is about to change.
+    pub async fn read_by_key(
+        &self,
+        ex: &mut dyn Exec,
+        d: Dialect,
+        p: &Prepared,
+    ) -> Result<Option<Row>, StorageError> {
+        changes::row_by_key(ex, d, &p.entity, &p.key).await
+    }
+
+    /// Notes objects created together (ids in insertion order).
+    pub fn created(&mut self, e: &Entity, ids: impl IntoIterator<Item = i64>) {
+        for id in ids {
+            if let Some(last) = self.changes.last_mut()
+                && last.op == ChangeOp::Create
+                && last.entity == e.name
+                && last.hi + 1 == id
+            {
+                last.hi = id;
+                continue;
+            }
+            self.changes.push(Change {
+                entity: e.name.clone(),
+                op: ChangeOp::Create,
+                lo: id,
+                hi: id,
+                before: None,
+            });
+        }
+    }
+
+    /// Notes an applied call: `outcome` is what it returned, `by_key` the stored row read
+    /// before it when it named its object by key.
+    pub fn applied(&mut self, p: &Prepared, outcome: &Outcome, by_key: Option<Row>) {
+        let Ok(obj) = outcome else { return };
+        let Some(id) = p.id.or_else(|| obj.get("id").and_then(Json::as_i64)) else {
+            return;
+        };
+        let before = by_key.or_else(|| self.before.get(&(p.entity.name.clone(), id)).cloned());
+        let op = match (p.op, &before) {
+            (Op::Create, _) | (Op::Save, None) => {
+                self.created(&p.entity, [id]);
+                return;
+            }
+            // Created earlier in this chunk: its create record covers it.
+            (_, None) => return,
+            (Op::Delete, Some(_)) => ChangeOp::Delete,
+            (Op::Update | Op::Save, Some(_)) => ChangeOp::Update,
+        };
+        self.changes.push(Change {
+            entity: p.entity.name.clone(),
+            op,
+            lo: id,
+            hi: id,
+            before: before.map(|row| row_json(&p.entity, &row)),
+        });
+    }
+
+    /// Writes the chunk's records (inside its transaction).
+    pub async fn write(self, ex: &mut dyn Exec, d: Dialect) -> Result<(), StorageError> {
+        if self.changes.is_empty() {
+            return Ok(());
+        }
+        changes::record(ex, d, &self.rec.rid, &self.changes).await
+    }
+}
