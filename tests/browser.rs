@@ -247,6 +247,19 @@ impl Browser {
     }
 }
 
+/// `n` with thousands separated by commas, as the pages show counts.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn csv_rows(text: &str) -> Vec<Vec<String>> {
     csv::ReaderBuilder::new()
         .delimiter(b';')
@@ -753,6 +766,61 @@ async fn scenario(app: &TestApp, b: &Browser) {
     )
     .await;
     b.screenshot("06-data").await;
+
+    // What the upload changed, from its row on the requests page: the data page lists the
+    // campaigns it created.
+    b.goto(&app.url("/tools/requests")).await;
+    b.wait_visible(&row, 20).await;
+    b.click(&format!("{row} a[data-action=\"changed\"]")).await;
+    b.wait_js(
+        "the upload's campaigns",
+        20,
+        "return document.getElementById('entity').value === 'campaigns' \
+           && document.getElementById('changed-by').value === arguments[0] \
+           && document.getElementById('range').textContent === '1–100 of ' + arguments[1];",
+        json!([rid, ROWS.to_string()]),
+    )
+    .await;
+    let note = b.wait_visible("#changed-note", 20).await;
+    assert!(
+        note.contains(&format!("campaigns ({})", thousands(ROWS))),
+        "{note}"
+    );
+    b.screenshot("07-changed-by").await;
+
+    // Undo it: the confirmation counts the objects; the campaigns go, the batch's stay.
+    b.goto(&app.url("/tools/requests")).await;
+    b.wait_visible(&row, 20).await;
+    b.click(&format!("{row} button[data-action=\"undo\"]"))
+        .await;
+    let asked = b.wait_visible("#undo-what", 20).await;
+    assert!(
+        asked.contains(&format!("{} objects will change", thousands(ROWS))),
+        "{asked}"
+    );
+    b.screenshot("08-undo-confirm").await;
+    b.click("#undo-confirm").await;
+    let notice = b.wait_visible("#notice", 20).await;
+    let undo_rid = notice
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .trim_end_matches('.')
+        .to_string();
+    app.wait_ended(&undo_rid, Duration::from_secs(120)).await;
+    let r = app
+        .admin(Method::GET, "/campaigns?limit=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["x-total-count"],
+        "2",
+        "only the batch's campaigns"
+    );
+    b.wait_visible(&format!("#rows tr[data-rid=\"{undo_rid}\"]"), 20)
+        .await;
+    b.screenshot("09-undone").await;
 
     eprintln!(
         "browser test: upload of {ROWS} rows in {run_time:?}, whole scenario {:?}",

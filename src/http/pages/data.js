@@ -27,6 +27,8 @@
     if (sort) p.set('sort', sort);
     const fields = $('fields').value.trim();
     if (fields) p.set('fields', fields);
+    const by = $('changed-by').value.trim();
+    if (by) p.set('changed_by', by);
     for (const row of document.querySelectorAll('#filters .filter')) {
       const field = row.querySelector('.f-field').value.trim();
       const op = row.querySelector('.f-op').value;
@@ -137,16 +139,46 @@
     }
   }
 
-  /** The page opens on `?entity=...&sort=...`. */
-  function fromLocation() {
-    const q = new URLSearchParams(location.search);
-    const entity = q.get('entity');
-    if (entity && [...$('entity').options].some((o) => o.value === entity)) $('entity').value = entity;
-    if (q.get('sort')) $('sort').value = q.get('sort');
+  const known = (entity) => [...$('entity').options].some((o) => o.value === entity);
+
+  /** What a background request changed, per entity: links that show each. */
+  async function changedEntities(rid) {
+    try {
+      const preview = await Tools.getJson(`/bgrs/${encodeURIComponent(rid)}/undo`);
+      const names = Object.keys(preview.entities).filter(known);
+      $('changed-note').replaceChildren(
+        `Request ${rid.slice(0, 8)}… created or changed: `,
+        ...names.flatMap((name, i) => [
+          i ? ', ' : '',
+          el('button', { type: 'button', className: 'link', onclick: () => { $('entity').value = name; columns = []; show(firstUrl()); } },
+            `${name} (${preview.entities[name].toLocaleString('en')})`),
+        ]),
+        names.length ? '' : 'nothing that still exists.',
+      );
+      $('changed-note').hidden = false;
+      return names;
+    } catch (e) {
+      if (!(e instanceof Tools.SessionEnded)) showError(`What ${rid} changed cannot be read: ${e.message}`);
+      return [];
+    }
   }
 
-  function ready() {
-    fromLocation();
+  /** The page opens on `?entity=...&sort=...&changed_by=...`. */
+  async function fromLocation() {
+    const q = new URLSearchParams(location.search);
+    const entity = q.get('entity');
+    if (entity && known(entity)) $('entity').value = entity;
+    if (q.get('sort')) $('sort').value = q.get('sort');
+    const by = q.get('changed_by');
+    if (by) {
+      $('changed-by').value = by;
+      const names = await changedEntities(by);
+      if (!$('entity').value && names.length) $('entity').value = names[0];
+    }
+  }
+
+  async function ready() {
+    await fromLocation();
     if ($('entity').value) show(firstUrl());
   }
 

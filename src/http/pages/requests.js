@@ -97,6 +97,49 @@
     }
   }
 
+  // Undo: the confirmation says how many objects the undo would change, per entity.
+  let undoing = null; // the record the open confirmation is for
+
+  function entitiesText(preview) {
+    return Object.entries(preview.entities)
+      .map(([name, n]) => `${name}: ${n.toLocaleString('en')}`)
+      .join(', ');
+  }
+
+  async function askUndo(r, btn) {
+    btn.disabled = true;
+    try {
+      const preview = await getJson(`/bgrs/${encodeURIComponent(r.rid)}/undo`);
+      undoing = r;
+      $('undo-what').textContent = preview.objects === 0
+        ? `${r.name} changed nothing that an undo could revert.`
+        : `Undo ${r.name}? ${preview.objects.toLocaleString('en')} object${preview.objects === 1 ? '' : 's'} will change (${entitiesText(preview)}). Objects someone changed since are left as they are and listed in the undo's result.`;
+      $('undo-confirm').disabled = preview.objects === 0;
+      $('undo-dialog').showModal();
+    } catch (e) {
+      if (!(e instanceof Tools.SessionEnded)) showError(`The undo of ${r.rid} cannot be prepared: ${e.message}`);
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  async function confirmUndo() {
+    const r = undoing;
+    $('undo-dialog').close();
+    if (!r) return;
+    try {
+      const resp = await api(`/bgrs/${encodeURIComponent(r.rid)}/undo`, { method: 'POST' });
+      if (!resp.ok) throw new Error(await describe(resp));
+      const body = await resp.json();
+      $('notice').textContent = `The undo of ${r.name} runs as request ${body.request}.`;
+      $('notice').hidden = false;
+      offset = 0;
+      load();
+    } catch (e) {
+      if (!(e instanceof Tools.SessionEnded)) showError(`The undo of ${r.rid} could not start: ${e.message}`);
+    }
+  }
+
   function columns() {
     return admin ? 9 : 8;
   }
@@ -108,6 +151,14 @@
     const resultBtn = r.result
       ? el('button', { type: 'button', className: 'small', dataset: { action: 'result' } }, 'Result')
       : null;
+    // What a finished request (not a dry run) applied can be listed and undone.
+    const applied = r.status_id !== '2' && r.dry_run !== '1' && r.result;
+    const changedLink = applied
+      ? el('a', { className: 'small', href: `data?changed_by=${encodeURIComponent(r.rid)}`, dataset: { action: 'changed' } }, 'What changed')
+      : null;
+    const undoBtn = applied
+      ? el('button', { type: 'button', className: 'secondary small', dataset: { action: 'undo' } }, 'Undo')
+      : null;
     const tr = el('tr', { dataset: { rid: r.rid, status: r.status_id } },
       el('td', {}, r.created_dt),
       el('td', {}, r.name, modeTags(r)),
@@ -117,8 +168,9 @@
       el('td', { className: 'mono' }, r.status || '—'),
       admin ? el('td', {}, users.get(r.user_id) || `#${r.user_id}`) : null,
       el('td', { className: 'rid', title: r.rid }, r.rid.slice(0, 8) + '…'),
-      el('td', {}, el('span', { className: 'actions' }, logBtn, resultBtn)),
+      el('td', {}, el('span', { className: 'actions' }, logBtn, resultBtn, changedLink, undoBtn)),
     );
+    if (undoBtn) undoBtn.addEventListener('click', () => askUndo(r, undoBtn));
     logBtn.addEventListener('click', () => toggle(r, tr, logBtn));
     if (resultBtn) resultBtn.addEventListener('click', () => download(r, resultBtn));
     return tr;
@@ -196,6 +248,8 @@
 
   document.addEventListener('DOMContentLoaded', () => {
     $('refresh').addEventListener('click', load);
+    $('undo-confirm').addEventListener('click', confirmUndo);
+    $('undo-cancel').addEventListener('click', () => { undoing = null; $('undo-dialog').close(); });
     $('filter-status').addEventListener('change', () => { offset = 0; load(); });
     $('filter-name').addEventListener('change', () => { offset = 0; load(); });
     $('auto').addEventListener('change', load);
