@@ -10,4 +10,4 @@ CREATE TABLE IF NOT EXISTS "bg_changes" (
   "hi" BIGINT NOT NULL,
   "before" TEXT
 );
-CREATE INDEX IF NOT EXISTS "bg_changes_rid" ON "bg_changes" ("rid", "entity", "lo");
+CREATE INDEX IF NOT EXISTS "bg_changes_rid" ON "bg_changes" ("rid", "entity", "op", "lo");

@@ -196,12 +196,14 @@ async fn revert(
             }
             let values = values_of(e, c.before.as_deref().unwrap_or("{}"), false, &now);
             tx.execute(SAVEPOINT, &[]).await?;
-            let r = changes::overwrite(tx, d, e, id, values, stamp).await;
+            // The write checks again that no one changed it since the read.
+            let r = changes::overwrite(tx, d, e, id, values, stamp, revs).await;
             match settle(tx, r).await? {
-                Ok(_) => {
+                Ok(true) => {
                     out.before(e, ChangeOp::Update, &row);
                     out.changed(e, id);
                 }
+                Ok(false) => out.conflict(&e.name, id, "changed since"),
                 Err(why) => out.conflict(&e.name, id, why),
             }
         }

@@ -166,16 +166,21 @@ pub async fn objects(ex: &mut dyn Exec, d: Dialect, rid: &str) -> Result<Vec<(St
 }
 
 /// The condition "the row's id is among the objects `rid` created or changed" on `table`, its
-/// argument appended to `args`.
+/// arguments appended to `args`. Two index seeks per row: an update record of its id, or the
+/// create range starting nearest below it (a request's create ranges never overlap).
 pub fn changed_by(d: Dialect, table: &str, rid: &str, args: &mut Vec<Value>) -> String {
-    args.push(Value::text(rid));
-    let rid_ph = d.ph(args.len());
-    args.push(Value::text(table));
-    let table_ph = d.ph(args.len());
+    let id = format!("{}.\"id\"", d.quote(table));
+    let mut ph = |v: &str| {
+        args.push(Value::text(v));
+        d.ph(args.len())
+    };
+    let (rid1, table1, rid2, table2) = (ph(rid), ph(table), ph(rid), ph(table));
     format!(
-        "EXISTS (SELECT 1 FROM \"bg_changes\" c WHERE c.\"rid\" = {rid_ph} AND c.\"entity\" = {table_ph} \
-         AND c.\"op\" <> 'delete' AND {}.\"id\" BETWEEN c.\"lo\" AND c.\"hi\")",
-        d.quote(table)
+        "(EXISTS (SELECT 1 FROM \"bg_changes\" c WHERE c.\"rid\" = {rid1} AND c.\"entity\" = {table1} \
+           AND c.\"op\" = 'update' AND c.\"lo\" = {id}) \
+         OR EXISTS (SELECT 1 FROM (SELECT c.\"hi\" FROM \"bg_changes\" c WHERE c.\"rid\" = {rid2} \
+           AND c.\"entity\" = {table2} AND c.\"op\" = 'create' AND c.\"lo\" <= {id} \
+           ORDER BY c.\"lo\" DESC LIMIT 1) AS \"r\" WHERE \"r\".\"hi\" >= {id}))"
     )
 }
 
@@ -299,8 +304,8 @@ pub async fn ids_between(
     Ok(rows.iter().filter_map(|r| r[0].as_i64()).collect())
 }
 
-/// Writes `values` (column, value) into the object `id` of `e`, marking it changed by `rev`;
-/// false when there is no such object.
+/// Writes `values` (column, value) into the object `id` of `e`, marking it changed by `rev`,
+/// if no one but the requests `revs` changed it since it was created; whether it did.
 pub async fn overwrite(
     ex: &mut dyn Exec,
     d: Dialect,
@@ -308,6 +313,7 @@ pub async fn overwrite(
     id: i64,
     values: Vec<(String, Value)>,
     rev: i64,
+    revs: &[i64],
 ) -> Result<bool> {
     let mut args = Vec::with_capacity(values.len() + 2);
     let mut sets = Vec::with_capacity(values.len() + 1);
@@ -318,11 +324,12 @@ pub async fn overwrite(
     args.push(Value::int(rev));
     sets.push(format!("{} = {}", d.quote(REV), d.ph(args.len())));
     args.push(Value::int(id));
+    let id_ph = d.ph(args.len());
+    let unchanged = unchanged_since(d, revs, &mut args);
     let sql = format!(
-        "UPDATE {} SET {} WHERE \"id\" = {}",
+        "UPDATE {} SET {} WHERE \"id\" = {id_ph} AND {unchanged}",
         d.quote(&e.name),
         sets.join(", "),
-        d.ph(args.len())
     );
     Ok(ex.execute(&sql, &args).await? == 1)
 }
