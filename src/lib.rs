@@ -9,6 +9,7 @@ pub mod backup;
 pub mod catalog;
 pub mod client;
 pub mod csvsafe;
+pub mod decimal;
 pub mod engine;
 pub mod evolve;
 pub mod files;

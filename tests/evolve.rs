@@ -138,7 +138,7 @@ async fn a_rename_and_a_conversion_keep_every_value_across_a_restart_and_a_reloa
     assert_eq!(one["price"], json!(12.5));
     assert!(one.get("title").is_none());
     let (_, two) = get(&app, &format!("/products/{}", b["id"])).await;
-    assert_eq!(two["price"], json!(3.0));
+    assert_eq!(two["price"], json!(3), "a decimal is normalized: 3.0 is 3");
     let (code, out) = plan(app.dir.path(), &app.entities, &app.db);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("nothing to change"), "{out}");
@@ -158,7 +158,7 @@ async fn a_rename_and_a_conversion_keep_every_value_across_a_restart_and_a_reloa
     assert_eq!(get(&app, "/products").await.0, 404);
     assert_eq!(
         get(&app, &format!("/goods/{}", b["id"])).await.1["price"],
-        json!(3.0)
+        json!(3)
     );
     let (s, c) = post(&app, "/goods", json!({"name": "c", "price": 1.25})).await;
     assert_eq!(s, 200, "{c}");

@@ -102,7 +102,7 @@ fn key_values(e: &Entity, values: &[(String, Value)]) -> Result<Vec<(String, Val
     let mut out = Vec::with_capacity(e.key.len());
     let mut missing = BTreeMap::new();
     for k in &e.key {
-        match values.iter().find(|(c, v)| c == k && !is_null(v)) {
+        match values.iter().find(|(c, v)| c == k && !v.is_null()) {
             Some((c, v)) => out.push((c.clone(), v.clone())),
             None => {
                 missing.insert(
@@ -120,13 +120,6 @@ fn key_values(e: &Entity, values: &[(String, Value)]) -> Result<Vec<(String, Val
     } else {
         Err(invalid(missing))
     }
-}
-
-fn is_null(v: &Value) -> bool {
-    matches!(
-        v,
-        Value::Int(None) | Value::Float(None) | Value::Bool(None) | Value::Text(None)
-    )
 }
 
 /// Whether `caller` may read `e`'s object `id` (None: the collection).
@@ -323,9 +316,11 @@ pub async fn prepare_at(
                     crate::schema::FieldType::Date
                         | crate::schema::FieldType::Datetime
                         | crate::schema::FieldType::Enum(_)
+                        | crate::schema::FieldType::Decimal
                 ) =>
             {
-                // Worded as a string converted by `coerce_strings` (CSV, form) would be.
+                // Worded as a string converted by `coerce_strings` (CSV, form) would be; a
+                // decimal is refused when it does not fit exactly, never rounded.
                 value::normalize(&f.ty, &v)
                     .map_err(|m| invalid(BTreeMap::from([(f.name.clone(), m)])))?
             }

@@ -211,6 +211,9 @@ pub fn after(e: &Entity, sort: &[SortKey], keys: &[Json]) -> Result<Vec<Value>, 
                 _ if j.is_null() => true,
                 ColType::Int => j.as_i64().is_some(),
                 ColType::Float => j.is_number(),
+                ColType::Decimal => j
+                    .as_number()
+                    .is_some_and(|n| crate::decimal::from_json_number(n).is_ok()),
                 ColType::Bool => j.is_boolean(),
                 ColType::Text => j.is_string(),
             };

@@ -17,9 +17,9 @@ pub fn value(stored: &Json, to: &Field) -> Result<Json, String> {
                 _ => return Err(format!("{n} is not a whole number")),
             },
         },
-        (Json::Number(n), FieldType::Decimal) => match n.as_f64() {
-            Some(f) => Json::from(f),
-            None => return Err(format!("{n} is not a number")),
+        (Json::Number(n), FieldType::Decimal) => match crate::decimal::from_json_number(n) {
+            Ok(d) => Json::Number(crate::decimal::to_json_number(&d)),
+            Err(e) => return Err(e.to_string()),
         },
         (Json::Number(n), FieldType::Boolean) => match n.as_i64() {
             Some(0) => Json::Bool(false),
@@ -69,6 +69,13 @@ mod tests {
             value(&json!("12.50"), &field(FieldType::Decimal)),
             Ok(json!(12.5))
         );
+        assert_eq!(
+            value(&json!("12345678901234567.89"), &field(FieldType::Decimal))
+                .unwrap()
+                .to_string(),
+            "12345678901234567.89"
+        );
+        assert!(value(&json!("1e40"), &field(FieldType::Decimal)).is_err());
         assert!(value(&json!("abc"), &field(FieldType::Decimal)).is_err());
         assert_eq!(
             value(&json!(" 7 "), &field(FieldType::Integer)),
@@ -85,7 +92,13 @@ mod tests {
 
     #[test]
     fn numbers_convert_exactly_or_not_at_all() {
-        assert_eq!(value(&json!(3), &field(FieldType::Decimal)), Ok(json!(3.0)));
+        assert_eq!(value(&json!(3), &field(FieldType::Decimal)), Ok(json!(3)));
+        assert_eq!(
+            value(&json!(i64::MAX), &field(FieldType::Decimal))
+                .unwrap()
+                .to_string(),
+            i64::MAX.to_string()
+        );
         assert_eq!(value(&json!(3.0), &field(FieldType::Integer)), Ok(json!(3)));
         assert!(value(&json!(3.5), &field(FieldType::Integer)).is_err());
         assert_eq!(

@@ -162,6 +162,12 @@ impl Inspect<'_> {
             if rec.is_some() {
                 self.index_change(name, f, &old);
             }
+            if f.ty == FieldType::Decimal
+                && old.field_type() == FieldType::Decimal
+                && sql::holds_floats(self.ex, self.d, &source, &column).await?
+            {
+                self.exact(e, f, &source, &column, &old).await?;
+            }
             if rows > 0 {
                 self.field(e, f, &source, &column, &old).await?;
             }
@@ -441,6 +447,89 @@ impl Inspect<'_> {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// A decimal column of an earlier version (binary floating point) becomes exact: each
+    /// stored float is read as its shortest form, the digits it was written and shown with,
+    /// and the column gets the exact type. A float no decimal holds refuses the start.
+    async fn exact(
+        &mut self,
+        e: &Entity,
+        f: &Field,
+        table: &str,
+        column: &str,
+        old: &RecordedField,
+    ) -> Result<(), StorageError> {
+        self.lock(table).await?;
+        let mut converted = Vec::new();
+        let mut failed: Vec<(i64, Value, String)> = Vec::new();
+        let mut failures = 0i64;
+        let mut after = 0i64;
+        loop {
+            // Nulls too: the column comes back with its default, which must not fill them.
+            let page = sql::rows_after(
+                self.ex,
+                self.d,
+                table,
+                column,
+                ColType::Float,
+                after,
+                10_000,
+            )
+            .await?;
+            let Some((last, _)) = page.last() else { break };
+            after = *last;
+            for (id, v) in page {
+                let Value::Float(Some(x)) = v else {
+                    converted.push((id, Value::Decimal(None)));
+                    continue;
+                };
+                match crate::decimal::from_f64(x) {
+                    Ok(d) => converted.push((id, Value::Decimal(Some(d)))),
+                    Err(why) => {
+                        failures += 1;
+                        if failed.len() < FIRST_ROWS as usize {
+                            failed.push((id, v, why.to_string()));
+                        }
+                    }
+                }
+            }
+        }
+        if failures > 0 {
+            let named: Vec<String> = failed
+                .iter()
+                .map(|(id, v, why)| format!("id {id}: {} ({why})", shown(v)))
+                .collect();
+            self.refuse(
+                &e.source,
+                f.line,
+                format!(
+                    "field `{}.{}` holds {failures} floating-point value{} that no exact decimal holds ({}); change or empty them first, with the version that wrote them",
+                    e.name,
+                    f.name,
+                    plural(failures),
+                    named.join("; ")
+                ),
+            );
+            return Ok(());
+        }
+        // Renames of the table and the column come first in the change: write to the new names.
+        let old_indexes = field_indexes(&e.name, column, Some(old));
+        self.push_sql(sql::retype(self.d, &e.name, f, &old_indexes));
+        let n = converted.len();
+        self.actions.push(Action::Values {
+            table: e.name.clone(),
+            column: f.name.clone(),
+            values: converted,
+        });
+        self.out.steps.push(Step::Convert {
+            entity: e.name.clone(),
+            field: f.name.clone(),
+            from: "decimal stored as binary floating point".into(),
+            to: "exact decimal".into(),
+            rows: n,
+        });
         Ok(())
     }
 

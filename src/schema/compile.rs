@@ -318,7 +318,6 @@ pub(super) fn default_value(ty: &FieldType, v: &Yaml) -> Result<Json, String> {
         other => serde_json::to_value(other).map_err(|e| e.to_string())?,
     };
     let j = match (ty, &j) {
-        (FieldType::Decimal, Json::Number(n)) => Json::from(n.as_f64().unwrap_or(0.0)),
         (
             FieldType::String | FieldType::Text | FieldType::Enum(_),
             Json::Number(_) | Json::Bool(_),
@@ -340,6 +339,20 @@ mod tests {
 
     fn src(name: &str, text: &str) -> (PathBuf, String) {
         (PathBuf::from(name), text.to_string())
+    }
+
+    #[test]
+    fn decimal_defaults_are_exact() {
+        let d = |y: &str| default_value(&FieldType::Decimal, &serde_yaml::from_str(y).unwrap());
+        assert_eq!(d("0.25").unwrap().to_string(), "0.25");
+        assert_eq!(d("12.50").unwrap().to_string(), "12.5");
+        assert_eq!(d("3").unwrap().to_string(), "3");
+        assert_eq!(
+            d("\"0.1000000000000000055\"").unwrap().to_string(),
+            "0.1000000000000000055"
+        );
+        assert!(d("\"1e40\"").unwrap_err().contains("does not fit"));
+        assert!(d("1e40").unwrap_err().contains("does not fit"));
     }
 
     #[test]

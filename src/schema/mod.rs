@@ -100,7 +100,7 @@ impl FieldType {
     pub fn col_type(&self) -> ColType {
         match self {
             FieldType::Integer | FieldType::Reference(_) => ColType::Int,
-            FieldType::Decimal => ColType::Float,
+            FieldType::Decimal => ColType::Decimal,
             FieldType::Boolean => ColType::Bool,
             _ => ColType::Text,
         }
@@ -111,7 +111,10 @@ impl FieldType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColType {
     Int,
+    /// A binary float (progress figures; decimal columns of earlier versions).
     Float,
+    /// An exact decimal (NUMERIC on PostgreSQL, canonical text on SQLite).
+    Decimal,
     Bool,
     Text,
 }

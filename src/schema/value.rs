@@ -25,10 +25,7 @@ pub fn coerce_str(ty: &FieldType, s: &str) -> Result<Json, String> {
             .parse::<i64>()
             .map(Json::from)
             .map_err(|_| format!("`{t}` is not an integer")),
-        FieldType::Decimal => match t.parse::<f64>() {
-            Ok(f) if f.is_finite() => Ok(Json::from(f)),
-            _ => Err(format!("`{t}` is not a decimal number")),
-        },
+        FieldType::Decimal => decimal(t),
         FieldType::Boolean => parse_bool(t)
             .map(Json::Bool)
             .ok_or_else(|| format!("`{t}` is not a boolean (1/0/true/false/yes/no)")),
@@ -38,9 +35,20 @@ pub fn coerce_str(ty: &FieldType, s: &str) -> Result<Json, String> {
     }
 }
 
+/// The exact decimal `text` holds, as a JSON number with its digits (normalized).
+fn decimal(text: &str) -> Result<Json, String> {
+    crate::decimal::parse(text)
+        .map(|d| Json::Number(crate::decimal::to_json_number(&d)))
+        .map_err(|e| e.to_string())
+}
+
 /// Checks semantic validity the JSON Schema cannot express and puts values in their stored
-/// form: dates must exist, datetimes become `YYYY-MM-DD HH:MM:SS`.
+/// form: dates must exist, datetimes become `YYYY-MM-DD HH:MM:SS`, decimals must fit exactly
+/// and lose trailing zeros.
 pub fn normalize(ty: &FieldType, v: &Json) -> Result<Json, String> {
+    if let (FieldType::Decimal, Json::Number(n)) = (ty, v) {
+        return decimal(n.as_str());
+    }
     let Json::String(s) = v else {
         return Ok(v.clone());
     };
@@ -102,10 +110,22 @@ mod tests {
         );
         assert!(coerce_str(&FieldType::Boolean, "maybe").is_err());
         assert_eq!(
-            coerce_str(&FieldType::Decimal, "1.5").unwrap(),
-            Json::from(1.5)
+            coerce_str(&FieldType::Decimal, "1.50").unwrap().to_string(),
+            "1.5"
+        );
+        assert_eq!(
+            coerce_str(&FieldType::Decimal, " 12345678901234567.89 ")
+                .unwrap()
+                .to_string(),
+            "12345678901234567.89"
         );
         assert!(coerce_str(&FieldType::Decimal, "NaN").is_err());
+        assert!(coerce_str(&FieldType::Decimal, "1e40").is_err());
+        let sent: Json = serde_json::from_str("0.1000000000000000055").unwrap();
+        assert_eq!(
+            normalize(&FieldType::Decimal, &sent).unwrap().to_string(),
+            "0.1000000000000000055"
+        );
         assert_eq!(coerce_str(&FieldType::Integer, "").unwrap(), Json::Null);
         assert_eq!(coerce_str(&FieldType::String, "").unwrap(), Json::from(""));
         assert!(coerce_str(&FieldType::Date, "2024-02-30").is_err());

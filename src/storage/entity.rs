@@ -2,7 +2,7 @@
 
 use super::sql::Dialect;
 use super::{Exec, Result, Row, Value};
-use crate::schema::Entity;
+use crate::schema::{ColType, Entity};
 
 fn column_list(d: Dialect, e: &Entity) -> String {
     e.columns()
@@ -56,13 +56,6 @@ pub struct SortKey {
     pub desc: bool,
 }
 
-fn is_null(v: &Value) -> bool {
-    matches!(
-        v,
-        Value::Int(None) | Value::Float(None) | Value::Bool(None) | Value::Text(None)
-    )
-}
-
 /// `text` as a LIKE pattern that finds it anywhere, its wildcards escaped with `\`.
 fn contains_pattern(text: &str) -> String {
     let mut p = String::with_capacity(text.len() + 2);
@@ -82,18 +75,43 @@ fn bind(args: &mut Vec<Value>, d: Dialect, v: &Value) -> String {
     d.ph(args.len())
 }
 
+/// The name of SQLite's collation that orders decimal text by value (see the SQLite storage).
+pub const DECIMAL_COLLATION: &str = "decimal";
+
+/// Column `c` (quoted) as an operand that orders by value: on SQLite a decimal column holds
+/// text, which its collation orders as numbers. Equality needs none: decimals are stored in
+/// one normalized form, so equal numbers are equal text (and an index on the column serves).
+fn ordered(d: Dialect, c: &str, decimal: bool) -> String {
+    if decimal && d == Dialect::Sqlite {
+        format!("{c} COLLATE {DECIMAL_COLLATION}")
+    } else {
+        c.to_string()
+    }
+}
+
+fn is_decimal(v: &Value) -> bool {
+    matches!(v, Value::Decimal(_))
+}
+
 fn condition(d: Dialect, table: &str, f: &Filter, args: &mut Vec<Value>) -> String {
     let c = d.quote(&f.column);
     let cmp = |op: &str, v: &Value, args: &mut Vec<Value>| format!("{c} {op} {}", bind(args, d, v));
+    let order = |op: &str, v: &Value, args: &mut Vec<Value>| {
+        format!(
+            "{} {op} {}",
+            ordered(d, &c, is_decimal(v)),
+            bind(args, d, v)
+        )
+    };
     match &f.cond {
-        Cond::Eq(v) if is_null(v) => format!("{c} IS NULL"),
+        Cond::Eq(v) if v.is_null() => format!("{c} IS NULL"),
         Cond::Eq(v) => cmp("=", v, args),
-        Cond::Ne(v) if is_null(v) => format!("{c} IS NOT NULL"),
+        Cond::Ne(v) if v.is_null() => format!("{c} IS NOT NULL"),
         Cond::Ne(v) => format!("({} OR {c} IS NULL)", cmp("<>", v, args)),
-        Cond::Gt(v) => cmp(">", v, args),
-        Cond::Gte(v) => cmp(">=", v, args),
-        Cond::Lt(v) => cmp("<", v, args),
-        Cond::Lte(v) => cmp("<=", v, args),
+        Cond::Gt(v) => order(">", v, args),
+        Cond::Gte(v) => order(">=", v, args),
+        Cond::Lt(v) => order("<", v, args),
+        Cond::Lte(v) => order("<=", v, args),
         Cond::In(vs) if vs.is_empty() => "1 = 0".into(),
         Cond::In(vs) => {
             let phs: Vec<String> = vs.iter().map(|v| bind(args, d, v)).collect();
@@ -136,12 +154,13 @@ fn after_clause(d: Dialect, keys: &[SortKey], after: &[Value], args: &mut Vec<Va
     let mut alternatives = Vec::new();
     for (i, (k, v)) in all.iter().zip(after).enumerate() {
         let c = d.quote(&k.column);
-        let later = match (k.desc, is_null(v)) {
+        let o = ordered(d, &c, is_decimal(v));
+        let later = match (k.desc, v.is_null()) {
             // Nulls come first going up, last going down.
             (false, true) => Some(format!("{c} IS NOT NULL")),
-            (false, false) => Some(format!("{c} > {}", bind(args, d, v))),
+            (false, false) => Some(format!("{o} > {}", bind(args, d, v))),
             (true, true) => None,
-            (true, false) => Some(format!("({c} < {} OR {c} IS NULL)", bind(args, d, v))),
+            (true, false) => Some(format!("({o} < {} OR {c} IS NULL)", bind(args, d, v))),
         };
         let Some(later) = later else { continue };
         let mut parts: Vec<String> = all[..i]
@@ -149,7 +168,7 @@ fn after_clause(d: Dialect, keys: &[SortKey], after: &[Value], args: &mut Vec<Va
             .zip(after)
             .map(|(k, v)| {
                 let c = d.quote(&k.column);
-                if is_null(v) {
+                if v.is_null() {
                     format!("{c} IS NULL")
                 } else {
                     format!("{c} = {}", bind(args, d, v))
@@ -166,7 +185,7 @@ fn after_clause(d: Dialect, keys: &[SortKey], after: &[Value], args: &mut Vec<Va
     }
 }
 
-fn order_by(d: Dialect, keys: &[SortKey]) -> String {
+fn order_by(d: Dialect, e: &Entity, keys: &[SortKey]) -> String {
     keys.iter()
         .map(|k| {
             let dir = if k.desc {
@@ -174,7 +193,8 @@ fn order_by(d: Dialect, keys: &[SortKey]) -> String {
             } else {
                 "ASC NULLS FIRST"
             };
-            format!("{} {dir}, ", d.quote(&k.column))
+            let decimal = e.col_type(&k.column) == Some(ColType::Decimal);
+            format!("{} {dir}, ", ordered(d, &d.quote(&k.column), decimal))
         })
         .collect::<String>()
         + "\"id\" ASC"
@@ -218,7 +238,7 @@ pub async fn list(
         "SELECT {} FROM {}{w} ORDER BY {} LIMIT {}",
         column_list(d, e),
         d.quote(&e.name),
-        order_by(d, sort),
+        order_by(d, e, sort),
         d.ph(args.len())
     );
     if let Start::Offset(offset) = start {

@@ -66,6 +66,36 @@ pub fn retype(d: Dialect, table: &str, field: &Field, old_indexes: &[String]) ->
     out
 }
 
+/// Whether `column` of `table` is a binary floating-point column: how versions before exact
+/// decimals stored a decimal field (REAL on SQLite, DOUBLE PRECISION on PostgreSQL).
+pub async fn holds_floats(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    table: &str,
+    column: &str,
+) -> Result<bool> {
+    let sql = match d {
+        Dialect::Sqlite => "SELECT type FROM pragma_table_info(?1) WHERE name = ?2",
+        Dialect::Postgres => {
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2"
+        }
+    };
+    let rows = ex
+        .fetch(
+            sql,
+            &[Value::text(table), Value::text(column)],
+            &[ColType::Text],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| r.into_iter().next()?.into_string())
+        .any(|t| {
+            let t = t.to_ascii_uppercase();
+            t == "REAL" || t == "DOUBLE PRECISION" || t == "DOUBLE" || t == "FLOAT"
+        }))
+}
+
 /// Locks `table` against every other access until the transaction ends (PostgreSQL; SQLite's
 /// write transaction already excludes other writers).
 pub fn lock(d: Dialect, table: &str) -> Option<String> {
@@ -262,6 +292,31 @@ pub async fn values_after(
         .fetch(
             &format!(
                 "SELECT \"id\", {c} FROM {} WHERE {c} IS NOT NULL AND \"id\" > {} ORDER BY \"id\" LIMIT {limit}",
+                d.quote(table),
+                d.ph(1)
+            ),
+            &[Value::int(after)],
+            &[ColType::Int, ty],
+        )
+        .await?;
+    Ok(pairs(rows))
+}
+
+/// The values of `column`, nulls included, by id, after id `after`: at most `limit`.
+pub async fn rows_after(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    table: &str,
+    column: &str,
+    ty: ColType,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Value)>> {
+    let c = d.quote(column);
+    let rows = ex
+        .fetch(
+            &format!(
+                "SELECT \"id\", {c} FROM {} WHERE \"id\" > {} ORDER BY \"id\" LIMIT {limit}",
                 d.quote(table),
                 d.ph(1)
             ),

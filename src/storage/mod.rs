@@ -32,6 +32,8 @@ use std::sync::Arc;
 pub enum Value {
     Int(Option<i64>),
     Float(Option<f64>),
+    /// An exact decimal ([`crate::decimal`]), kept normalized.
+    Decimal(Option<crate::decimal::Decimal>),
     Bool(Option<bool>),
     Text(Option<String>),
 }
@@ -41,6 +43,7 @@ impl Value {
         match t {
             ColType::Int => Value::Int(None),
             ColType::Float => Value::Float(None),
+            ColType::Decimal => Value::Decimal(None),
             ColType::Bool => Value::Bool(None),
             ColType::Text => Value::Text(None),
         }
@@ -54,10 +57,26 @@ impl Value {
         Value::Int(Some(i))
     }
 
+    /// Whether the value is a (typed) null.
+    pub fn is_null(&self) -> bool {
+        matches!(
+            self,
+            Value::Int(None)
+                | Value::Float(None)
+                | Value::Decimal(None)
+                | Value::Bool(None)
+                | Value::Text(None)
+        )
+    }
+
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Value::Int(v) => *v,
             Value::Float(f) => f.map(|f| f as i64),
+            Value::Decimal(d) => d.and_then(|d| {
+                use rust_decimal::prelude::ToPrimitive;
+                d.to_i64()
+            }),
             Value::Bool(b) => b.map(i64::from),
             Value::Text(t) => t.as_deref().and_then(|t| t.parse().ok()),
         }
@@ -75,6 +94,7 @@ impl Value {
             Value::Text(t) => t,
             Value::Int(i) => i.map(|i| i.to_string()),
             Value::Float(f) => f.map(|f| f.to_string()),
+            Value::Decimal(d) => d.map(|d| d.to_string()),
             Value::Bool(b) => b.map(|b| b.to_string()),
         }
     }
@@ -86,6 +106,10 @@ impl Value {
         match (t, j) {
             (ColType::Int, J::Number(n)) => Value::Int(n.as_i64()),
             (ColType::Float, J::Number(n)) => Value::Float(n.as_f64()),
+            (ColType::Decimal, J::Number(n)) => {
+                Value::Decimal(crate::decimal::from_json_number(n).ok())
+            }
+            (ColType::Decimal, J::String(s)) => Value::Decimal(crate::decimal::parse(s).ok()),
             (ColType::Bool, J::Bool(b)) => Value::Bool(Some(*b)),
             (ColType::Text, J::String(s)) => Value::Text(Some(s.clone())),
             (ColType::Text, J::Number(n)) => Value::Text(Some(n.to_string())),
@@ -107,6 +131,7 @@ impl Value {
         match self {
             Value::Int(Some(i)) => J::from(*i),
             Value::Float(Some(f)) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Value::Decimal(Some(d)) => J::Number(crate::decimal::to_json_number(d)),
             Value::Bool(Some(b)) => J::Bool(*b),
             Value::Text(Some(s)) => J::String(s.clone()),
             _ => J::Null,

@@ -75,6 +75,7 @@ fn bind<'q>(mut q: Query<'q>, args: &'q [Value]) -> Query<'q> {
         q = match a {
             Value::Int(v) => q.bind(*v),
             Value::Float(v) => q.bind(*v),
+            Value::Decimal(v) => q.bind(*v),
             Value::Bool(v) => q.bind(*v),
             Value::Text(v) => q.bind(v.as_deref()),
         };
@@ -88,6 +89,17 @@ fn decode(row: &PgRow, types: &[ColType]) -> Result<Row> {
         let v = match t {
             ColType::Int => Value::Int(row.try_get::<Option<i64>, _>(i).map_err(db)?),
             ColType::Float => Value::Float(row.try_get::<Option<f64>, _>(i).map_err(db)?),
+            // A decimal column of an earlier version is DOUBLE PRECISION: its floats read as
+            // their shortest form until the start that converts it.
+            ColType::Decimal => {
+                Value::Decimal(match row.try_get::<Option<crate::decimal::Decimal>, _>(i) {
+                    Ok(d) => d.map(|d| d.normalize()),
+                    Err(_) => row
+                        .try_get::<Option<f64>, _>(i)
+                        .map_err(db)?
+                        .and_then(|f| crate::decimal::from_f64(f).ok()),
+                })
+            }
             ColType::Bool => Value::Bool(row.try_get::<Option<bool>, _>(i).map_err(db)?),
             ColType::Text => Value::Text(row.try_get::<Option<String>, _>(i).map_err(db)?),
         };

@@ -72,8 +72,10 @@ impl Dialect {
         match (self, ty) {
             (Dialect::Sqlite, FieldType::Integer | FieldType::Reference(_)) => "INTEGER",
             (Dialect::Postgres, FieldType::Integer | FieldType::Reference(_)) => "BIGINT",
-            (Dialect::Sqlite, FieldType::Decimal) => "REAL",
-            (Dialect::Postgres, FieldType::Decimal) => "DOUBLE PRECISION",
+            // Exact: canonical decimal text on SQLite (ordered by the `decimal` collation in
+            // queries), NUMERIC on PostgreSQL.
+            (Dialect::Sqlite, FieldType::Decimal) => "TEXT",
+            (Dialect::Postgres, FieldType::Decimal) => "NUMERIC",
             (Dialect::Sqlite, FieldType::Boolean) => "INTEGER",
             (Dialect::Postgres, FieldType::Boolean) => "BOOLEAN",
             _ => "TEXT",
@@ -88,6 +90,12 @@ impl Dialect {
                 Dialect::Sqlite => (if *b { "1" } else { "0" }).to_string(),
                 Dialect::Postgres => (if *b { "TRUE" } else { "FALSE" }).to_string(),
             },
+            // A decimal column on SQLite holds text: its default is the text of the number.
+            serde_json::Value::Number(n)
+                if self == Dialect::Sqlite && f.ty == FieldType::Decimal =>
+            {
+                format!("'{n}'")
+            }
             serde_json::Value::Number(n) => n.to_string(),
             serde_json::Value::String(s) => format!("'{}'", s.replace('\'', "''")),
             _ => return None,

@@ -5,7 +5,8 @@
 //! under the writer's lock.
 
 use super::lanes::Lane;
-use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, sql::Dialect};
+use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, entity, sql::Dialect};
+use crate::decimal;
 use crate::schema::ColType;
 use async_trait::async_trait;
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -48,9 +49,11 @@ fn open(path: &PathBuf, cache_kib: i64) -> rusqlite::Result<Connection> {
 }
 
 /// `fold(text)`: the text in lower case, every letter (SQLite's own `lower` and `LIKE` fold
-/// only ASCII), so `[contains]` ignores case as PostgreSQL's `ILIKE` does.
+/// only ASCII), so `[contains]` ignores case as PostgreSQL's `ILIKE` does. And the collation
+/// `decimal`, which orders the text of decimal columns by the numbers it holds.
 fn add_functions(c: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
+    c.create_collation(entity::DECIMAL_COLLATION, decimal_order)?;
     c.create_scalar_function(
         "fold",
         1,
@@ -67,6 +70,17 @@ fn add_functions(c: &Connection) -> rusqlite::Result<()> {
             })
         },
     )
+}
+
+/// The order of two decimal texts by value; a text that is not a decimal (none is written)
+/// sorts after every number, by its bytes.
+fn decimal_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (decimal::parse(a), decimal::parse(b)) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    }
 }
 
 impl SqliteStorage {
@@ -122,6 +136,9 @@ impl ToSql for Arg<'_> {
         Ok(match self.0 {
             Value::Int(Some(i)) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
             Value::Float(Some(f)) => ToSqlOutput::Borrowed(ValueRef::Real(*f)),
+            Value::Decimal(Some(d)) => {
+                ToSqlOutput::Owned(rusqlite::types::Value::Text(d.normalize().to_string()))
+            }
             Value::Bool(Some(b)) => ToSqlOutput::Borrowed(ValueRef::Integer(i64::from(*b))),
             Value::Text(Some(s)) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
             _ => ToSqlOutput::Borrowed(ValueRef::Null),
@@ -135,6 +152,16 @@ fn decode(v: ValueRef<'_>, t: ColType) -> Value {
         (ColType::Int, ValueRef::Real(f)) => Value::Int(Some(f as i64)),
         (ColType::Float, ValueRef::Real(f)) => Value::Float(Some(f)),
         (ColType::Float, ValueRef::Integer(i)) => Value::Float(Some(i as f64)),
+        (ColType::Float, ValueRef::Text(s)) => {
+            Value::Float(std::str::from_utf8(s).ok().and_then(|s| s.parse().ok()))
+        }
+        (ColType::Decimal, ValueRef::Text(s)) => Value::Decimal(
+            std::str::from_utf8(s)
+                .ok()
+                .and_then(|s| decimal::parse(s).ok()),
+        ),
+        (ColType::Decimal, ValueRef::Integer(i)) => Value::Decimal(Some(decimal::Decimal::from(i))),
+        (ColType::Decimal, ValueRef::Real(f)) => Value::Decimal(decimal::from_f64(f).ok()),
         (ColType::Bool, ValueRef::Integer(i)) => Value::Bool(Some(i != 0)),
         (ColType::Text, ValueRef::Text(s)) => {
             Value::Text(Some(String::from_utf8_lossy(s).into_owned()))
