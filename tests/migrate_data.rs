@@ -4,7 +4,8 @@
 //! new PostgreSQL database; a server on the copy serves the same objects under the same ids,
 //! signs in the same users, takes the same token and answers for the old requests; every table
 //! holds the same rows; a second copy into the now filled database is refused and changes
-//! nothing.
+//! nothing. Also: a table whose rows name later rows of itself, copied both ways; a database
+//! copied while its server writes.
 //!
 //! Needs PostgreSQL (`TEST_DATABASE_URL`). Without it the test says so and passes, unless
 //! `ENTISERVE_REQUIRE_PG` is set (CI sets it for its PostgreSQL pass), in which case it fails.
@@ -430,4 +431,102 @@ async fn rows_naming_later_rows_of_their_table_copy_both_ways() {
     for db in [source, target, back] {
         db.close().await;
     }
+}
+
+/// A server goes on writing while its database is copied: its calls are not held up, and the
+/// copy is the database at one instant (every marker's campaign is in it, though the
+/// campaigns were read before the markers, and at most one campaign lacks its marker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_server_is_copied_as_of_one_instant() {
+    let Some(admin_url) = pg_admin_url() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let entities = shipped_entities();
+    let mut settings = entiserve::settings::Settings::new(dir.path().join("data"), &entities);
+    settings.bind = "127.0.0.1:0".parse().unwrap();
+    settings.admin_password = Some(ADMIN_PASSWORD.into());
+    settings.shutdown_grace = Duration::from_secs(2);
+    let sqlite_url = settings.database_url();
+    let app = start(dir, entities.clone(), settings, None).await;
+    const BULK: usize = 20_000;
+    let items: Vec<Json> = (0..BULK)
+        .map(|i| json!({"name": format!("bulk {i}"), "description": "x".repeat(100)}))
+        .collect();
+    let r = app
+        .admin(Method::POST, "/campaigns?bgrs=false")
+        .json(&items)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    // Pairs of a campaign and a marker naming it, one after the other, until told to stop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pairs = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (client, base) = (app.client.clone(), app.base.clone());
+        let (stop, pairs) = (stop.clone(), pairs.clone());
+        tokio::spawn(async move {
+            let post = |path: &str, body: Json| {
+                client
+                    .post(format!("{base}{path}"))
+                    .basic_auth("admin", Some(ADMIN_PASSWORD))
+                    .json(&body)
+                    .send()
+            };
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (s, c) = json(
+                    post("/campaigns", json!({"name": format!("live {i}")}))
+                        .await
+                        .unwrap(),
+                )
+                .await;
+                assert_eq!(s, 200, "{c}");
+                let m = json!({"name": "m", "campaign_id": c["id"]});
+                let (s, m) = json(post("/markers", m).await.unwrap()).await;
+                assert_eq!(s, 200, "{m}");
+                pairs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                i += 1;
+            }
+        })
+    };
+    while pairs.load(std::sync::atomic::Ordering::Relaxed) < 5 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pg = PgDb::create(&admin_url).await;
+    let before = pairs.load(std::sync::atomic::Ordering::Relaxed);
+    let (from, to, ents) = (sqlite_url.clone(), pg.url.clone(), entities.clone());
+    let out = tokio::task::spawn_blocking(move || migrate(&from, &to, &ents))
+        .await
+        .unwrap();
+    let during = pairs.load(std::sync::atomic::Ordering::Relaxed) - before;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(during > 0, "the server's writes went on during the copy");
+
+    let target = entiserve::storage::open(&pg.url).await.unwrap();
+    let count = |table: &'static str| {
+        let target = target.clone();
+        async move {
+            copy::count(&mut PoolExec(target.as_ref()), target.dialect(), table)
+                .await
+                .unwrap()
+        }
+    };
+    let (campaigns, markers) = (count("campaigns").await, count("markers").await);
+    let live = campaigns - BULK as i64;
+    assert!(live >= before as i64, "{live} live campaigns copied");
+    assert!(
+        markers == live || markers == live - 1,
+        "{campaigns} campaigns, {markers} markers"
+    );
+    target.close().await;
+    app.stop().await;
 }
