@@ -367,6 +367,18 @@ async fn rows_naming_later_rows_of_their_table_copy_both_ways() {
     let (_dir, entities, _) = app.stop_keeping().await;
 
     let pg = PgDb::create(&admin_url).await;
+    // Definitions other than the source's (here without `nodes`) are refused before anything
+    // is written.
+    let out = migrate(&sqlite_url, &pg.url, &shipped_entities());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("entity definitions") && stderr.contains("`nodes`"),
+        "{stderr}"
+    );
+    let target = entiserve::storage::open(&pg.url).await.unwrap();
+    let users = copy::columns(&mut PoolExec(target.as_ref()), target.dialect(), "users").await;
+    assert!(users.unwrap().is_empty(), "no table was made");
     let out = migrate(&sqlite_url, &pg.url, &entities);
     assert!(
         out.status.success(),
@@ -385,7 +397,6 @@ async fn rows_naming_later_rows_of_their_table_copy_both_ways() {
     assert!(stdout.contains("nodes: 1200 rows copied"), "{stdout}");
 
     let source = entiserve::storage::open(&sqlite_url).await.unwrap();
-    let target = entiserve::storage::open(&pg.url).await.unwrap();
     let back = entiserve::storage::open(&back_url).await.unwrap();
     let there = rows_of(target.as_ref(), target.as_ref(), &entities).await;
     assert_eq!(
