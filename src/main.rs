@@ -1,5 +1,6 @@
-//! The `entiserve` command line: `serve`, `check` and `init`; `upload` and `bgrs`, the client
-//! of a running server (in `entiserve::client`).
+//! The `entiserve` command line: `serve`, `check` and `init`; `plan`, `backup`, `restore` and
+//! `migrate-data` on an installation; `upload` and `bgrs`, the client of a running server (in
+//! `entiserve::client`).
 
 use clap::{Parser, Subcommand};
 use entiserve::settings::Settings;
