@@ -16,6 +16,7 @@ pub mod files;
 pub mod http;
 pub mod input;
 pub mod jobs;
+pub mod migrate_data;
 pub mod objects;
 pub mod openapi;
 pub mod pdf;

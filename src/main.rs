@@ -1,5 +1,6 @@
-//! The `entiserve` command line: `serve`, `check` and `init`; `upload` and `bgrs`, the client
-//! of a running server (in `entiserve::client`).
+//! The `entiserve` command line: `serve`, `check` and `init`; `plan`, `backup`, `restore` and
+//! `migrate-data` on an installation; `upload` and `bgrs`, the client of a running server (in
+//! `entiserve::client`).
 
 use clap::{Parser, Subcommand};
 use entiserve::settings::Settings;
@@ -104,6 +105,23 @@ enum Command {
         /// tools); only the files are restored then.
         #[arg(long)]
         database_url: Option<String>,
+    },
+    /// Copy every row of one database into another, empty one (typically the SQLite file of
+    /// the data directory into PostgreSQL): objects, users, tokens, background requests, their
+    /// change records, idempotency keys and the history of entity changes, ids kept. The source
+    /// is read in one snapshot and may be in use by a running server. Stored files are not
+    /// copied (copy the data directory). Prints one line per table.
+    MigrateData {
+        /// The database to copy: sqlite:///path/to/entiserve.db (or sqlite:PATH) or
+        /// postgres://...
+        #[arg(long)]
+        from: String,
+        /// The empty database to fill: postgres://... (or sqlite:PATH).
+        #[arg(long)]
+        to: String,
+        /// Directory of entity YAML files the source's server runs on [as for serve].
+        #[arg(long, env = "ENTISERVE_ENTITIES")]
+        entities: Option<PathBuf>,
     },
     /// Print the JSON Schema (2020-12) of the entity file format, for editors that check YAML
     /// as it is typed (yaml-language-server and others).
@@ -245,6 +263,7 @@ fn main() -> ExitCode {
             data_dir,
             database_url,
         } => restore(&from, &data_dir, database_url),
+        Command::MigrateData { from, to, entities } => migrate_data(&from, &to, entities),
         Command::EntitySchema => {
             let schema = entiserve::schema::format::json_schema(
                 &entiserve::plugins::Registry::builtin().names(),
@@ -327,7 +346,11 @@ fn entities_dir(given: Option<PathBuf>) -> (PathBuf, bool) {
     }
 }
 
-fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<String>) -> ExitCode {
+/// The entities of `dir` (or the shipped ones, as for `serve`), compiled; on errors they are
+/// printed and the exit code is 2.
+fn compile_entities(
+    entities: Option<PathBuf>,
+) -> Result<(entiserve::schema::Catalog, PathBuf), ExitCode> {
     let (dir, built_in) = entities_dir(entities);
     let plugins = entiserve::plugins::Registry::builtin().names();
     let compiled = if built_in {
@@ -335,14 +358,21 @@ fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<Strin
     } else {
         entiserve::schema::compile_dir(&dir, &plugins)
     };
-    let catalog = match compiled {
-        Ok(c) => c,
+    match compiled {
+        Ok(c) => Ok((c, dir)),
         Err(diags) => {
             for d in diags {
                 println!("{d}");
             }
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
+    }
+}
+
+fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<String>) -> ExitCode {
+    let (catalog, dir) = match compile_entities(entities) {
+        Ok(c) => c,
+        Err(code) => return code,
     };
     let mut s = Settings::new(data_dir, dir);
     s.database_url = database_url.filter(|u| !u.is_empty());
@@ -354,6 +384,30 @@ fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<Strin
         entiserve::evolve::report::Verdict::Applies => ExitCode::SUCCESS,
         entiserve::evolve::report::Verdict::Refused => ExitCode::FAILURE,
         entiserve::evolve::report::Verdict::DoesNotCompile => ExitCode::from(2),
+    }
+}
+
+fn migrate_data(from: &str, to: &str, entities: Option<PathBuf>) -> ExitCode {
+    let (catalog, _) = match compile_entities(entities) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match rt.block_on(entiserve::migrate_data::run(from, to, &catalog)) {
+        Ok(copied) => {
+            let rows: u64 = copied.iter().map(|c| c.rows).sum();
+            println!(
+                "copied {rows} rows of {} tables from {} to {}",
+                copied.len(),
+                entiserve::storage::redact(from),
+                entiserve::storage::redact(to)
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

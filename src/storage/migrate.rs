@@ -38,6 +38,26 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
+/// The version the fixed tables reach when every migration has run.
+pub fn latest() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.0)
+}
+
+/// The version the fixed tables of a database are at, from its `schema_versions` (which must
+/// exist).
+pub async fn applied(ex: &mut dyn super::Exec) -> super::Result<i64> {
+    Ok(ex
+        .fetch(
+            "SELECT COALESCE(MAX(\"version\"), 0) FROM \"schema_versions\"",
+            &[],
+            &[ColType::Int],
+        )
+        .await?
+        .first()
+        .and_then(|r| r[0].as_i64())
+        .unwrap_or(0))
+}
+
 pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {
     let dialect = storage.dialect();
     storage

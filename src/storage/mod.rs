@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod changes;
 pub mod contention;
+pub mod copy;
 pub mod counts;
 pub mod ddl;
 pub mod definitions;
@@ -210,6 +211,10 @@ pub trait Storage: Send + Sync + 'static {
     fn dialect(&self) -> Dialect;
     /// Starts a write transaction.
     async fn begin(&self) -> Result<Box<dyn Tx>>;
+    /// Starts a read-only transaction whose reads all see the database as it was at its first
+    /// one, while other connections go on writing (SQLite: a read transaction, which in WAL mode
+    /// never blocks a writer; PostgreSQL: `REPEATABLE READ`). It ends with commit or rollback.
+    async fn begin_snapshot(&self) -> Result<Box<dyn Tx>>;
     /// Runs a short read-only query (a point read: by id, a sign-in, a job record) on the
     /// point-read lane, which list queries never occupy.
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
@@ -239,6 +244,17 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Storage>> {
     let storage = open(url).await?;
     migrate::run(storage.as_ref()).await?;
     Ok(storage)
+}
+
+/// The file a `sqlite:` URL names (`sqlite://PATH` or `sqlite:PATH`, without `?options`);
+/// `None` for any other URL.
+pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    Some(std::path::PathBuf::from(
+        path.split('?').next().unwrap_or(path),
+    ))
 }
 
 /// Opens the backend a URL names, changing nothing.

@@ -193,6 +193,15 @@ impl Storage for PgStorage {
         Ok(Box::new(PgTx(tx)))
     }
 
+    async fn begin_snapshot(&self) -> Result<Box<dyn Tx>> {
+        let mut tx = self.lists.begin().await.map_err(db)?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        Ok(Box::new(PgTx(tx)))
+    }
+
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
         fetch_on(&self.points, sql, args, types).await
     }

@@ -86,11 +86,7 @@ fn decimal_order(a: &str, b: &str) -> std::cmp::Ordering {
 impl SqliteStorage {
     /// Opens `sqlite://PATH` (or `sqlite:PATH`), creating the file if needed.
     pub async fn connect(url: &str) -> anyhow::Result<SqliteStorage> {
-        let path = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-            .unwrap_or(url);
-        let path = PathBuf::from(path.split('?').next().unwrap_or(path));
+        let path = super::sqlite_path(url).unwrap_or_else(|| PathBuf::from(url));
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
         {
@@ -324,6 +320,17 @@ impl Storage for SqliteStorage {
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let guard = self.writer.clone().lock_owned().await;
         guard.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
+        Ok(Box::new(SqliteTx {
+            conn: Some(guard),
+            counts: Vec::new(),
+        }))
+    }
+
+    async fn begin_snapshot(&self) -> Result<Box<dyn Tx>> {
+        // A deferred transaction: its first read starts one read transaction, which sees the
+        // database as of then until it ends. This process writes nothing meanwhile.
+        let guard = self.writer.clone().lock_owned().await;
+        guard.execute_batch("BEGIN DEFERRED").map_err(db)?;
         Ok(Box::new(SqliteTx {
             conn: Some(guard),
             counts: Vec::new(),
