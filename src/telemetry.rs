@@ -31,7 +31,12 @@ const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Installs the process's recorder (once); later calls return the same handle.
+/// How often the recorded latencies are folded into their buckets between scrapes.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Installs the process's recorder (once); later calls return the same handle. Inside a tokio
+/// runtime the first call also starts the upkeep task: a histogram keeps each sample until
+/// upkeep folds it into its buckets, so without it (no one scraping) samples would pile up.
 pub fn install() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
@@ -42,6 +47,16 @@ pub fn install() -> &'static PrometheusHandle {
         // Another recorder may already be installed (a program embedding this library):
         // then the metrics go there, and this handle renders what it has.
         let _ = metrics::set_global_recorder(recorder);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let h = handle.clone();
+            rt.spawn(async move {
+                let mut every = tokio::time::interval(UPKEEP_EVERY);
+                loop {
+                    every.tick().await;
+                    h.run_upkeep();
+                }
+            });
+        }
         handle
     })
 }
