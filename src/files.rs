@@ -316,17 +316,17 @@ impl Files {
                 let dir = dir.clone();
                 tokio::task::spawn_blocking(move || {
                     use std::io::Write;
-                    let fail = |e: std::io::Error| {
-                        format!("cannot write a file in {}: {e}", dir.display())
+                    let fail = |what: &str, e: std::io::Error| {
+                        format!("cannot {what} a file in {}: {e}", dir.display())
                     };
-                    std::fs::create_dir_all(&dir).map_err(fail)?;
+                    std::fs::create_dir_all(&dir).map_err(|e| fail("create", e))?;
                     let mut f = tempfile::Builder::new()
                         .prefix(".readyz-")
                         .tempfile_in(&dir)
-                        .map_err(fail)?;
+                        .map_err(|e| fail("create", e))?;
                     f.write_all(b"ok")
                         .and_then(|_| f.as_file().sync_all())
-                        .map_err(fail)
+                        .map_err(|e| fail("write", e))
                 })
                 .await
                 .map_err(|e| e.to_string())?

@@ -208,13 +208,16 @@ async fn copy_table(
     let dst = copy::columns(&mut PoolExec(target), dt, &t.name).await?;
     let src_types: BTreeMap<&str, ColType> = src.iter().map(|(c, ty)| (c.as_str(), *ty)).collect();
     // Columns both have, with the type they are read and written as: a boolean on either side
-    // is a boolean (SQLite declares them INTEGER), else the target's type.
+    // is a boolean (SQLite declares them INTEGER), a decimal on either side a decimal (SQLite
+    // keeps them as text), else the target's type.
     let columns: Vec<(String, ColType)> = dst
         .iter()
         .filter_map(|(c, ty)| {
             let from = src_types.get(c.as_str())?;
             let ty = if *ty == ColType::Bool || *from == ColType::Bool {
                 ColType::Bool
+            } else if *ty == ColType::Decimal || *from == ColType::Decimal {
+                ColType::Decimal
             } else {
                 *ty
             };

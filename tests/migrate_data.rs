@@ -219,7 +219,17 @@ async fn a_sqlite_installation_moves_to_postgres_whole() {
     let (dir, entities, _) = app.stop_keeping().await;
 
     let pg = PgDb::create(&admin_url).await;
-    let out = migrate(&sqlite_url, &pg.url, &entities);
+    // The files go into an object store (here a file:// one) with the rows.
+    let store = dir.path().join("store");
+    let store_url = format!("file://{}", store.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_entiserve"))
+        .args(["migrate-data", "--from", &sqlite_url, "--to", &pg.url])
+        .arg("--entities")
+        .arg(&entities)
+        .args(["--storage-url", &store_url, "--data-dir"])
+        .arg(&settings.data_dir)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
@@ -248,8 +258,16 @@ async fn a_sqlite_installation_moves_to_postgres_whole() {
     }
     source.close().await;
 
-    // A server on the copy, sharing the data directory (the upload's result file lives there).
+    assert!(stdout.contains(" files ("), "{stdout}");
+    assert!(
+        store.join("media/keep1m").is_dir(),
+        "the upload's result file is in the store"
+    );
+
+    // A server on the copy, with a new, empty data directory and the files in the store.
     settings.database_url = Some(pg.url.clone());
+    settings.data_dir = dir.path().join("new-data");
+    settings.storage_url = Some(store_url.clone());
     let app = start(dir, entities.clone(), settings, None).await;
     let after = shown(&app, &rids).await;
     assert_eq!(after, before);

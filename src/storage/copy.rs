@@ -101,7 +101,10 @@ fn storage_type(declared: &str) -> ColType {
         ColType::Bool
     } else if t.contains("INT") {
         ColType::Int
-    } else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") || t == "NUMERIC" {
+    } else if t == "NUMERIC" {
+        // PostgreSQL's exact decimals (SQLite keeps them as canonical text).
+        ColType::Decimal
+    } else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") {
         ColType::Float
     } else {
         ColType::Text
@@ -406,6 +409,7 @@ mod tests {
             ("boolean", ColType::Bool),
             ("TEXT", ColType::Text),
             ("text", ColType::Text),
+            ("numeric", ColType::Decimal),
         ] {
             assert_eq!(storage_type(declared), want, "{declared}");
         }
