@@ -487,7 +487,6 @@ async fn baselines(
     pdf: &[u8],
     zip: &[u8],
 ) -> Result<()> {
-    use entiserve::files::FileStore;
     use entiserve::pdf::{ChildLimits, PdfError, page_file, split, split_contained, split_each};
     let max = entiserve::settings::Settings::new(".", ".").pdf_max_pages;
     let dir = tempfile::Builder::new()
@@ -499,7 +498,7 @@ async fn baselines(
     std::fs::write(&archive, zip)?;
     let limits = entiserve::uploader::bundle::ZipLimits::default();
     let store_cap = entiserve::settings::Settings::new("data", "entities").max_upload_store_bytes;
-    let store = entiserve::files::LocalDir::new(dir.path().join("media"));
+    let store = entiserve::files::Files::local(dir.path().join("media"));
     let (mut extract, mut memory, mut files, mut child, mut put) = Default::default();
     for run in 1..=args.runs {
         let out = dir.path().join(format!("extract-{run}"));
@@ -565,7 +564,7 @@ async fn baselines(
         args.pages + 4
     );
     let stored = format!(
-        "`FileStore::put` (local directory) of the {} pages and {} res/ files",
+        "`Files::put` (local directory) of the {} pages and {} res/ files",
         args.pages, args.pages
     );
     for (what, stats) in [

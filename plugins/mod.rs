@@ -18,7 +18,6 @@ pub mod pdf_markers;
 pub mod res_links;
 
 use crate::engine::{Call, CallError, Caller, Engine};
-use crate::files::FileStore;
 use crate::schema::Entity;
 use crate::settings::Settings;
 use crate::storage::Tx;
@@ -68,7 +67,7 @@ pub trait Plugin: Send + Sync {
 /// An extracted bundle offered to the plugins of the uploaded entity.
 pub struct Archive<'a> {
     pub engine: &'a Engine,
-    pub files: &'a dyn FileStore,
+    pub files: &'a crate::files::Files,
     pub settings: &'a Settings,
     pub caller: &'a Caller,
     /// The entity the upload is for.

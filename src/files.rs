@@ -1,8 +1,16 @@
-//! The file storage: where bundle files (PDF pages, `res/` folders) are kept and served from.
-//! A small trait, so an object store can take the local directory's place; keys are
-//! `/`-separated relative paths checked by [`valid_key`].
+//! The file storage: every file a server keeps (uploads being run, result files, bundle files
+//! such as one-page PDFs and `res/` folders), in the data directory by default or in an object
+//! store named by `--storage-url` (through [`crate::objects`]), so that servers on one database
+//! and one store can each serve and resume anything. Keys are `/`-separated relative paths
+//! checked by [`valid_key`]; [`Files::child`] scopes a view to a folder.
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::{ObjectStore, ObjectStoreExt};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 /// A failure of the file storage.
 #[derive(Debug, thiserror::Error)]
@@ -14,15 +22,36 @@ fn err(e: impl std::fmt::Display) -> FileError {
     FileError(e.to_string())
 }
 
-/// Stored files by key.
-#[async_trait::async_trait]
-pub trait FileStore: Send + Sync {
-    /// Stores the local file `from` under `key`; the file may be moved.
-    async fn put(&self, key: &str, from: &Path) -> Result<(), FileError>;
-    /// The file under `key`, opened for reading, with its length; None when absent.
-    async fn open(&self, key: &str) -> Result<Option<(tokio::fs::File, u64)>, FileError>;
-    /// Removes every file whose key starts with `prefix/`.
-    async fn remove_prefix(&self, prefix: &str) -> Result<(), FileError>;
+/// What is known of a stored file without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub size: u64,
+    /// A strong entity tag, quoted (`"..."`), that changes when the file does.
+    pub etag: String,
+}
+
+/// Bytes of a stored file, as they come.
+pub type ByteStream = BoxStream<'static, std::io::Result<bytes::Bytes>>;
+
+/// Where the files are.
+#[derive(Clone)]
+enum At {
+    /// A local directory (the default: the data directory).
+    Local(PathBuf),
+    /// A place in an object store.
+    Store(crate::objects::Place),
+}
+
+/// Stored files by key, in a local directory or an object store.
+#[derive(Clone)]
+pub struct Files {
+    at: At,
+}
+
+impl std::fmt::Debug for Files {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 /// Whether `key` is a relative path of plain segments (no `..`, `.`, empty segments,
@@ -34,6 +63,323 @@ pub fn valid_key(key: &str) -> bool {
         && key
             .split('/')
             .all(|s| !s.is_empty() && s != "." && s != "..")
+}
+
+fn checked(key: &str) -> Result<&str, FileError> {
+    if valid_key(key) {
+        Ok(key)
+    } else {
+        Err(FileError(format!("invalid key `{key}`")))
+    }
+}
+
+impl Files {
+    /// Files in the local directory `root`.
+    pub fn local(root: impl Into<PathBuf>) -> Files {
+        Files {
+            at: At::Local(root.into()),
+        }
+    }
+
+    /// The file storage of a server: the object store `url` names (`--storage-url`), else
+    /// the data directory.
+    pub fn open(url: Option<&str>, data_dir: &Path) -> anyhow::Result<Files> {
+        Ok(match url.map(str::trim).filter(|u| !u.is_empty()) {
+            Some(url) => Files {
+                at: At::Store(crate::objects::open(url)?),
+            },
+            None => Files::local(data_dir),
+        })
+    }
+
+    /// Whether the files are in an object store that other servers may share (rather than
+    /// in this server's own directory).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.at, At::Store(_))
+    }
+
+    /// Where the files are, for messages.
+    pub fn describe(&self) -> String {
+        match &self.at {
+            At::Local(d) => d.display().to_string(),
+            At::Store(p) => p.url.clone(),
+        }
+    }
+
+    /// The view of the folder `name` (a valid key) below this one.
+    pub fn child(&self, name: &str) -> Files {
+        Files {
+            at: match &self.at {
+                At::Local(d) => At::Local(d.join(name)),
+                At::Store(p) => At::Store(p.child(name)),
+            },
+        }
+    }
+
+    /// The local path of `key` when the files are in a local directory.
+    pub fn local_path(&self, key: &str) -> Option<PathBuf> {
+        match &self.at {
+            At::Local(d) => valid_key(key).then(|| d.join(key)),
+            At::Store(_) => None,
+        }
+    }
+
+    /// Stores the local file `from` under `key`; `from` is moved (or removed once copied).
+    /// Into an object store, the file is streamed as a multipart upload.
+    pub async fn put(&self, key: &str, from: &Path) -> Result<(), FileError> {
+        let key = checked(key)?;
+        match &self.at {
+            At::Local(d) => {
+                let to = d.join(key);
+                if to == from {
+                    return Ok(());
+                }
+                if let Some(dir) = to.parent() {
+                    tokio::fs::create_dir_all(dir).await.map_err(err)?;
+                }
+                if tokio::fs::rename(from, &to).await.is_err() {
+                    tokio::fs::copy(from, &to).await.map_err(err)?;
+                    let _ = tokio::fs::remove_file(from).await;
+                }
+                Ok(())
+            }
+            At::Store(p) => {
+                p.upload(from, key)
+                    .await
+                    .map_err(|e| err(format!("{e:#}")))?;
+                let _ = tokio::fs::remove_file(from).await;
+                Ok(())
+            }
+        }
+    }
+
+    /// Stores a copy of the local file `from` under `key`, keeping `from`.
+    pub async fn put_copy(&self, key: &str, from: &Path) -> Result<(), FileError> {
+        let key = checked(key)?;
+        match &self.at {
+            At::Local(d) => {
+                let to = d.join(key);
+                if to == from {
+                    return Ok(());
+                }
+                if let Some(dir) = to.parent() {
+                    tokio::fs::create_dir_all(dir).await.map_err(err)?;
+                }
+                tokio::fs::copy(from, &to).await.map_err(err)?;
+                Ok(())
+            }
+            At::Store(p) => p.upload(from, key).await.map_err(|e| err(format!("{e:#}"))),
+        }
+    }
+
+    /// The size and entity tag of the file under `key`; None when there is none.
+    pub async fn head(&self, key: &str) -> Result<Option<Meta>, FileError> {
+        if !valid_key(key) {
+            return Ok(None);
+        }
+        match &self.at {
+            At::Local(d) => match tokio::fs::metadata(d.join(key)).await {
+                Ok(m) if m.is_file() => {
+                    let modified = m
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .unwrap_or_default();
+                    Ok(Some(Meta {
+                        size: m.len(),
+                        etag: format!("\"{:x}-{:x}\"", modified.as_nanos(), m.len()),
+                    }))
+                }
+                Ok(_) => Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(err(e)),
+            },
+            At::Store(p) => match p.store.head(&p.key(key)).await {
+                Ok(m) => Ok(Some(Meta {
+                    size: m.size,
+                    etag: quoted(m.e_tag.as_deref().unwrap_or_default(), &m),
+                })),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(err(e)),
+            },
+        }
+    }
+
+    /// Streams the bytes `range` of the file under `key` (which must exist and hold them).
+    pub async fn read(&self, key: &str, range: Range<u64>) -> Result<ByteStream, FileError> {
+        let key = checked(key)?;
+        match &self.at {
+            At::Local(d) => {
+                let mut f = tokio::fs::File::open(d.join(key)).await.map_err(err)?;
+                f.seek(std::io::SeekFrom::Start(range.start))
+                    .await
+                    .map_err(err)?;
+                let limited = f.take(range.end.saturating_sub(range.start));
+                Ok(read_stream(limited))
+            }
+            At::Store(p) => {
+                let options = object_store::GetOptions {
+                    range: (range.end > range.start)
+                        .then_some(object_store::GetRange::Bounded(range)),
+                    ..Default::default()
+                };
+                let got = p.store.get_opts(&p.key(key), options).await.map_err(err)?;
+                Ok(got
+                    .into_stream()
+                    .map(|r| {
+                        r.map_err(|e| {
+                            crate::telemetry::store_error();
+                            std::io::Error::other(e)
+                        })
+                    })
+                    .boxed())
+            }
+        }
+    }
+
+    /// Copies the file under `key` into the local file `to` (making its folder); false when
+    /// there is no such file.
+    pub async fn fetch(&self, key: &str, to: &Path) -> Result<bool, FileError> {
+        let Some(meta) = self.head(key).await? else {
+            return Ok(false);
+        };
+        if let Some(dir) = to.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(err)?;
+        }
+        let partial = to.with_extension("fetching");
+        let mut out = tokio::fs::File::create(&partial).await.map_err(err)?;
+        let mut bytes = self.read(key, 0..meta.size).await?;
+        while let Some(chunk) = bytes.next().await {
+            let chunk = chunk.map_err(err)?;
+            tokio::io::AsyncWriteExt::write_all(&mut out, &chunk)
+                .await
+                .map_err(err)?;
+        }
+        out.sync_all().await.map_err(err)?;
+        tokio::fs::rename(&partial, to).await.map_err(err)?;
+        Ok(true)
+    }
+
+    /// Removes the file under `key`, if there is one.
+    pub async fn remove(&self, key: &str) -> Result<(), FileError> {
+        let key = checked(key)?;
+        match &self.at {
+            At::Local(d) => match tokio::fs::remove_file(d.join(key)).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(err(e)),
+                _ => Ok(()),
+            },
+            At::Store(p) => match p.store.delete(&p.key(key)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(err(e)),
+            },
+        }
+    }
+
+    /// Removes every file whose key starts with `prefix/`.
+    pub async fn remove_prefix(&self, prefix: &str) -> Result<(), FileError> {
+        let prefix = checked(prefix)?;
+        match &self.at {
+            At::Local(d) => match tokio::fs::remove_dir_all(d.join(prefix)).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(err(e)),
+                _ => Ok(()),
+            },
+            At::Store(p) => p
+                .child(prefix)
+                .remove_all()
+                .await
+                .map_err(|e| err(format!("{e:#}"))),
+        }
+    }
+
+    /// The keys of the files directly in this folder of an object store that were last
+    /// written longer than `age` ago (none for a local directory, whose scratch files the
+    /// uploader sweeps itself).
+    pub async fn stored_before(&self, age: Duration) -> Result<Vec<String>, FileError> {
+        let At::Store(p) = &self.at else {
+            return Ok(Vec::new());
+        };
+        let limit = chrono::Utc::now() - chrono::Duration::from_std(age).unwrap_or_default();
+        let prefix = (!p.prefix.as_ref().is_empty()).then_some(&p.prefix);
+        let listed = p.store.list_with_delimiter(prefix).await.map_err(err)?;
+        Ok(listed
+            .objects
+            .into_iter()
+            .filter(|m| m.last_modified < limit)
+            .filter_map(|m| m.location.filename().map(str::to_string))
+            .collect())
+    }
+
+    /// Whether a file can be written (and removed) here: the readiness check.
+    pub async fn check(&self) -> Result<(), String> {
+        match &self.at {
+            At::Local(dir) => {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    use std::io::Write;
+                    let fail = |e: std::io::Error| {
+                        format!("cannot write a file in {}: {e}", dir.display())
+                    };
+                    std::fs::create_dir_all(&dir).map_err(fail)?;
+                    let mut f = tempfile::Builder::new()
+                        .prefix(".readyz-")
+                        .tempfile_in(&dir)
+                        .map_err(fail)?;
+                    f.write_all(b"ok")
+                        .and_then(|_| f.as_file().sync_all())
+                        .map_err(fail)
+                })
+                .await
+                .map_err(|e| e.to_string())?
+            }
+            At::Store(p) => {
+                let key = p.key(&format!(
+                    ".readyz-{}",
+                    hex::encode(rand::random::<[u8; 8]>())
+                ));
+                let fail = |e: object_store::Error| {
+                    crate::telemetry::store_error();
+                    format!("cannot write to {}: {e}", p.url)
+                };
+                p.store
+                    .put(&key, b"ok".to_vec().into())
+                    .await
+                    .map_err(fail)?;
+                p.store.delete(&key).await.map_err(fail)
+            }
+        }
+    }
+}
+
+/// An entity tag as sent in headers: the store's own, quoted, or one made of the file's
+/// modification time and size when the store gives none.
+fn quoted(tag: &str, m: &object_store::ObjectMeta) -> String {
+    let tag = tag.trim_start_matches("W/").trim_matches('"');
+    if tag.is_empty() {
+        format!(
+            "\"{:x}-{:x}\"",
+            m.last_modified.timestamp_nanos_opt().unwrap_or_default(),
+            m.size
+        )
+    } else {
+        format!("\"{tag}\"")
+    }
+}
+
+/// The bytes of `r`, 64 KiB at a time.
+fn read_stream<R: tokio::io::AsyncRead + Unpin + Send + 'static>(r: R) -> ByteStream {
+    futures::stream::unfold(Some(r), |r| async move {
+        let mut r = r?;
+        let mut buf = vec![0u8; 64 * 1024];
+        match r.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), Some(r)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
+    .boxed()
 }
 
 /// The URL path a stored file is served at.
@@ -92,60 +438,6 @@ impl StoreBudget {
     /// The error for this budget's cap.
     pub fn over(&self) -> OverBudget {
         OverBudget(self.cap)
-    }
-}
-
-/// Files in a local directory (the default: `<data dir>/media/files`).
-pub struct LocalDir {
-    root: PathBuf,
-}
-
-impl LocalDir {
-    pub fn new(root: impl Into<PathBuf>) -> LocalDir {
-        LocalDir { root: root.into() }
-    }
-
-    fn path(&self, key: &str) -> Result<PathBuf, FileError> {
-        if !valid_key(key) {
-            return Err(FileError(format!("invalid key `{key}`")));
-        }
-        Ok(self.root.join(key))
-    }
-}
-
-#[async_trait::async_trait]
-impl FileStore for LocalDir {
-    async fn put(&self, key: &str, from: &Path) -> Result<(), FileError> {
-        let to = self.path(key)?;
-        if let Some(dir) = to.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(err)?;
-        }
-        if tokio::fs::rename(from, &to).await.is_err() {
-            tokio::fs::copy(from, &to).await.map_err(err)?;
-        }
-        Ok(())
-    }
-
-    async fn open(&self, key: &str) -> Result<Option<(tokio::fs::File, u64)>, FileError> {
-        let Ok(path) = self.path(key) else {
-            return Ok(None);
-        };
-        match tokio::fs::File::open(&path).await {
-            Ok(f) => {
-                let meta = f.metadata().await.map_err(err)?;
-                Ok(meta.is_file().then_some((f, meta.len())))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(err(e)),
-        }
-    }
-
-    async fn remove_prefix(&self, prefix: &str) -> Result<(), FileError> {
-        let dir = self.path(prefix)?;
-        match tokio::fs::remove_dir_all(&dir).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(err(e)),
-            _ => Ok(()),
-        }
     }
 }
 

@@ -134,9 +134,12 @@ impl App {
             .and_then(|a| a.as_socket_addr().copied())
             .context("the listener has no address")?;
         let settings = Arc::new(settings);
-        let files: Arc<dyn files::FileStore> = Arc::new(files::LocalDir::new(
-            settings.data_dir.join("media").join("files"),
-        ));
+        let store = files::Files::open(settings.storage_url.as_deref(), &settings.data_dir)
+            .context("--storage-url")?;
+        if store.is_shared() {
+            tracing::info!(store = %store.describe(), "files are kept in an object store; the data directory is scratch space");
+        }
+        let files = store.child(uploader::MEDIA_FILES);
         let kinds = jobs::kinds::Registry::default()
             .with(Arc::new(jobs::Items::batch()))
             .with(Arc::new(jobs::Items::call()))
@@ -145,7 +148,7 @@ impl App {
                 plugins: plugins.clone(),
                 files: files.clone(),
             }));
-        let jobs = jobs::Jobs::new(engine.clone(), settings.clone(), kinds);
+        let jobs = jobs::Jobs::new(engine.clone(), settings.clone(), store, kinds);
         jobs.release_stale_local().await?;
         // Before anything is accepted, every scratch file no request owns is an orphan.
         jobs.sweep_scratch(std::time::Duration::ZERO).await?;

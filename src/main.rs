@@ -122,6 +122,13 @@ enum Command {
         /// Directory of entity YAML files the source's server runs on [as for serve].
         #[arg(long, env = "ENTISERVE_ENTITIES")]
         entities: Option<PathBuf>,
+        /// Also copy the stored files of the source's data directory (--data-dir) into this
+        /// object store, as for serve --storage-url.
+        #[arg(long)]
+        storage_url: Option<String>,
+        /// The source's data directory, whose files --storage-url copies [default: ./data].
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
     },
     /// Print the JSON Schema (2020-12) of the entity file format, for editors that check YAML
     /// as it is typed (yaml-language-server and others).
@@ -195,6 +202,13 @@ struct Limits {
     /// Most bytes one upload may store (one-page PDFs and res/ files together).
     #[arg(long, env = "ENTISERVE_MAX_UPLOAD_STORE_BYTES", default_value_t = 1 << 30)]
     max_upload_store_bytes: u64,
+    /// Keep every file (uploads being run, result files, one-page PDFs, res/ files) in this
+    /// object store instead of the data directory, which is then scratch space only:
+    /// s3://bucket/prefix (with the AWS_* variables; AWS_ENDPOINT_URL and AWS_ALLOW_HTTP=true
+    /// for S3-compatible servers), gs://bucket/prefix, az://container/prefix or file:///path.
+    /// Servers on one database and one store each serve and resume everything.
+    #[arg(long, env = "ENTISERVE_STORAGE_URL")]
+    storage_url: Option<String>,
     /// Take a backup into this directory or object-store URL on a schedule (see
     /// `entiserve backup`).
     #[arg(long, env = "ENTISERVE_BACKUP_TO")]
@@ -263,7 +277,13 @@ fn main() -> ExitCode {
             data_dir,
             database_url,
         } => restore(&from, &data_dir, database_url),
-        Command::MigrateData { from, to, entities } => migrate_data(&from, &to, entities),
+        Command::MigrateData {
+            from,
+            to,
+            entities,
+            storage_url,
+            data_dir,
+        } => migrate_data(&from, &to, entities, storage_url.as_deref(), &data_dir),
         Command::EntitySchema => {
             let schema = entiserve::schema::format::json_schema(
                 &entiserve::plugins::Registry::builtin().names(),
@@ -311,6 +331,7 @@ fn main() -> ExitCode {
             s.header_timeout = std::time::Duration::from_secs(limits.header_timeout.max(1));
             s.max_streams_per_user = limits.max_streams_per_user;
             s.max_upload_store_bytes = limits.max_upload_store_bytes;
+            s.storage_url = limits.storage_url.filter(|u| !u.trim().is_empty());
             s.backup_to = limits.backup_to;
             s.metrics_bind = limits.metrics_bind;
             s.backup_every = limits.backup_every;
@@ -387,10 +408,24 @@ fn plan(data_dir: PathBuf, entities: Option<PathBuf>, database_url: Option<Strin
     }
 }
 
-fn migrate_data(from: &str, to: &str, entities: Option<PathBuf>) -> ExitCode {
+fn migrate_data(
+    from: &str,
+    to: &str,
+    entities: Option<PathBuf>,
+    storage_url: Option<&str>,
+    data_dir: &std::path::Path,
+) -> ExitCode {
     let (catalog, _) = match compile_entities(entities) {
         Ok(c) => c,
         Err(code) => return code,
+    };
+    let store = match storage_url.map(|u| entiserve::files::Files::open(Some(u), data_dir)) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            eprintln!("error: --storage-url: {e:#}");
+            return ExitCode::from(2);
+        }
     };
     let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
     match rt.block_on(entiserve::migrate_data::run(from, to, &catalog)) {
@@ -402,7 +437,23 @@ fn migrate_data(from: &str, to: &str, entities: Option<PathBuf>) -> ExitCode {
                 entiserve::storage::redact(from),
                 entiserve::storage::redact(to)
             );
-            ExitCode::SUCCESS
+            let Some(store) = store else {
+                return ExitCode::SUCCESS;
+            };
+            match rt.block_on(entiserve::migrate_data::copy_files(data_dir, &store)) {
+                Ok((files, bytes)) => {
+                    println!(
+                        "copied {files} files ({bytes} bytes) from {} to {}",
+                        data_dir.display(),
+                        store.describe()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: copying the files: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");

@@ -10,7 +10,8 @@
 //! entity tables, indexes, row-count bookkeeping); then each table is copied in key order, in
 //! pages of multi-row inserts, in one transaction per table, entity tables references first;
 //! identity sequences are moved past the copied ids and the row counts are taken afresh.
-//! Stored files (the data directory's `media/`) are not copied.
+//! Stored files (the data directory's `media/` and the working copies of uploads) are copied
+//! by [`copy_files`] into an object store when one is named (`--storage-url`).
 
 use crate::schema::{Catalog, ColType};
 use crate::storage::copy::{self, Table};
@@ -299,10 +300,48 @@ fn progress(table: &str, total: u64, draw: bool) -> ProgressBar {
     };
     let bar = ProgressBar::with_draw_target(Some(total), target);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:>20} [{bar:30}] {human_pos}/{human_len} rows")
+        ProgressStyle::with_template("{prefix:>20} [{bar:30}] {human_pos}/{human_len}")
             .expect("a valid template")
             .progress_chars("=> "),
     );
     bar.set_prefix(table.to_string());
     bar
+}
+
+/// The folders of a data directory that hold the files a server keeps.
+const KEPT: &[&str] = &[
+    crate::uploader::MEDIA_FILES,
+    "media/keep1m",
+    crate::uploader::keep::UPLOADS,
+];
+
+/// Copies every file a server keeps in `data_dir` (bundle files, result files, working copies of
+/// uploads) into `store` under the same keys, so that servers on the copied database and that
+/// store find them; returns how many files and bytes went.
+pub async fn copy_files(
+    data_dir: &std::path::Path,
+    store: &crate::files::Files,
+) -> anyhow::Result<(usize, u64)> {
+    let mut found = Vec::new();
+    for folder in KEPT {
+        let dir = data_dir.join(folder);
+        for rel in crate::backup::walk(&dir, &[]) {
+            let key = format!("{folder}/{}", crate::backup::slashed(&rel));
+            found.push((key, dir.join(rel)));
+        }
+    }
+    let bar = progress("files", found.len() as u64, std::io::stderr().is_terminal());
+    let (mut files, mut bytes) = (0usize, 0u64);
+    for (key, path) in found {
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        store
+            .put_copy(&key, &path)
+            .await
+            .map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+        files += 1;
+        bytes += len;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok((files, bytes))
 }

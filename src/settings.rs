@@ -53,6 +53,9 @@ pub struct Settings {
     pub pdf_max_pages: usize,
     /// Most Server-Sent-Events streams one user may hold open at once.
     pub max_streams_per_user: usize,
+    /// The object store that holds every file the server keeps (`--storage-url`:
+    /// `s3://bucket/prefix`, `gs://`, `az://`, `file://`); the data directory when absent.
+    pub storage_url: Option<String>,
     /// Where scheduled backups go ([`crate::backup`]); none when absent.
     pub backup_to: Option<String>,
     /// Where `GET /metrics` is also served, without credentials; none when absent.
@@ -93,6 +96,7 @@ impl Settings {
             zip: Default::default(),
             pdf_max_pages: 5000,
             max_streams_per_user: 16,
+            storage_url: None,
             backup_to: None,
             metrics_bind: None,
             backup_every: Duration::from_secs(24 * 3600),

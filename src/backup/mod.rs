@@ -113,7 +113,7 @@ fn hash_file(p: &Path) -> std::io::Result<(u64, String)> {
 }
 
 /// Every file under `dir`, relative to it, skipping `skip` (and what is under it).
-fn walk(dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn walk(dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -140,7 +140,7 @@ fn walk(dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-fn slashed(p: &Path) -> String {
+pub(crate) fn slashed(p: &Path) -> String {
     p.components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect::<Vec<_>>()

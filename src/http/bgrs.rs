@@ -123,11 +123,24 @@ enum Cancelled {
 /// The stored result of a finished request.
 pub struct ResultReplies;
 impl Replies for ResultReplies {
-    const REPLIES: &'static [super::api::Documented] = &[(
-        200,
-        "batch items, a single call's body, or the uploader's result CSV",
-        &[("application/json", Media::Json), ("text/csv", Media::Text)],
-    )];
+    const REPLIES: &'static [super::api::Documented] = &[
+        (
+            200,
+            "batch items, a single call's body, or the uploader's result CSV",
+            &[("application/json", Media::Json), ("text/csv", Media::Text)],
+        ),
+        (
+            206,
+            "the bytes of the result CSV a `Range` header asked for",
+            &[("text/csv", Media::Text)],
+        ),
+        (
+            304,
+            "the result CSV is the version `If-None-Match` names",
+            &[],
+        ),
+        (416, "the `Range` lies past the end of the result CSV", &[]),
+    ];
 }
 
 /// A Server-Sent Events stream.
@@ -281,8 +294,11 @@ impl BgrsApi {
         rid: Path<String>,
         Signed(caller): Signed,
         Data(state): Data<&Arc<AppState>>,
+        req: &poem::Request,
     ) -> Reply<Streamed<ResultReplies>, { SIGNED | E404 | E410 }> {
-        Ok(Streamed::new(result_of(state, &caller, &rid).await?))
+        Ok(Streamed::new(
+            result_of(state, &caller, &rid, req.headers()).await?,
+        ))
     }
 
     /// Server-Sent Events of progress and log entries until the request finishes
@@ -386,8 +402,11 @@ impl BgrsApi {
         file: Path<String>,
         Signed(caller): Signed,
         Data(state): Data<&Arc<AppState>>,
+        req: &poem::Request,
     ) -> Reply<Streamed<ResultReplies>, { SIGNED | E404 | E410 }> {
-        Ok(Streamed::new(media(state, &caller, &file).await?))
+        Ok(Streamed::new(
+            media(state, &caller, &file, req.headers()).await?,
+        ))
     }
 }
 
@@ -419,7 +438,12 @@ async fn undoable(state: &AppState, caller: &Caller, rid: &str) -> Result<BgRequ
 pub const DETAILS_PAGE: i64 = 1000;
 
 /// The stored result of a finished request, streamed from the database.
-async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Response> {
+async fn result_of(
+    state: &AppState,
+    caller: &Caller,
+    rid: &str,
+    headers: &poem::http::HeaderMap,
+) -> Result<Response> {
     let r = visible(state, caller, rid).await?;
     if r.expired {
         return Err(ApiError::Gone(format!(
@@ -437,17 +461,17 @@ async fn result_of(state: &AppState, caller: &Caller, rid: &str) -> Result<Respo
         .unwrap_or_else(|| "application/json".into());
     if r.kind.is_upload() {
         let plan = crate::uploader::run::plan_of(&r)?;
-        let (path, _) = crate::uploader::result_location(&state.settings.data_dir, &r.rid);
-        let file = tokio::fs::File::open(&path).await.map_err(|_| {
-            ApiError::NotFound(format!(
-                "the result of `{rid}` is not stored on this server"
-            ))
-        })?;
-        return Ok(super::uploader::csv_attachment(
-            Body::from_async_read(file),
-            &plan.result_name(),
-            &plan,
-        ));
+        let (_, key) = crate::uploader::result_location(&state.settings.data_dir, &r.rid);
+        let mut resp = super::ranged::answer(&state.jobs.files, &key, headers)
+            .await?
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "the result file of `{rid}` is missing from {}",
+                    state.jobs.files.describe()
+                ))
+            })?;
+        super::uploader::csv_headers(&mut resp, &plan.result_name(), &plan);
+        return Ok(resp);
     }
     if r.kind == crate::jobs::kinds::KindId::Call {
         let res = state.jobs.results(rid, 0, 1).await?;
@@ -502,7 +526,12 @@ fn result_stream(
 }
 
 /// `GET /media/keep1m/bgrs.<rid>.result.<ext>`: the same result by its path.
-async fn media(state: &AppState, caller: &Caller, file: &str) -> Result<Response> {
+async fn media(
+    state: &AppState,
+    caller: &Caller,
+    file: &str,
+    headers: &poem::http::HeaderMap,
+) -> Result<Response> {
     let rid = file
         .strip_prefix("bgrs.")
         .and_then(|f| f.split('.').next())
@@ -512,7 +541,7 @@ async fn media(state: &AppState, caller: &Caller, file: &str) -> Result<Response
     if r.result.as_deref() != Some(&format!("media/keep1m/{file}")) && !r.is_open() {
         return Err(ApiError::NotFound(format!("no stored file `{file}`")));
     }
-    result_of(state, caller, rid).await
+    result_of(state, caller, rid, headers).await
 }
 
 /// Server-Sent Events: every `detail` entry in order, `progress` (the record) whenever it

@@ -42,24 +42,6 @@ enum Ready {
     Unavailable(Json<Readiness>),
 }
 
-/// Writes and removes a small file in the data directory.
-async fn store_answers(dir: std::path::PathBuf) -> Result<(), String> {
-    tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
-        let mut f = tempfile::Builder::new()
-            .prefix(".readyz-")
-            .tempfile_in(&dir)
-            .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
-        f.write_all(b"ok")
-            .and_then(|_| f.as_file().sync_all())
-            .map_err(|e| format!("cannot write a file in {}: {e}", dir.display()))
-    })
-    .await
-    .map_err(|e| e.to_string())?
-}
-
 /// A scrape of the metrics.
 pub struct MetricsReplies;
 impl Replies for MetricsReplies {
@@ -138,12 +120,10 @@ impl SystemApi {
                 Ok(Err(e)) => Err(format!("the database did not answer: {e}")),
                 Err(_) => Err("the database did not answer within 5 s".to_string()),
             };
-        let store =
-            match tokio::time::timeout(limit, store_answers(state.settings.data_dir.clone())).await
-            {
-                Ok(r) => r,
-                Err(_) => Err("the file store did not answer within 5 s".to_string()),
-            };
+        let store = match tokio::time::timeout(limit, state.jobs.files.check()).await {
+            Ok(r) => r,
+            Err(_) => Err("the file store did not answer within 5 s".to_string()),
+        };
         let word = |r: &Result<(), String>| r.clone().err().unwrap_or_else(|| "ok".into());
         let body = Readiness {
             status: if database.is_ok() && store.is_ok() {

@@ -4,8 +4,8 @@
 use super::AppState;
 use super::api::{Body as Media, E404, Replies, Reply, SIGNED, Signed, Streamed, Tag};
 use super::error::ApiError;
+use poem::Response;
 use poem::web::Data;
-use poem::{Body, Response};
 use poem_openapi::OpenApi;
 use poem_openapi::param::Path;
 use std::sync::Arc;
@@ -13,11 +13,24 @@ use std::sync::Arc;
 /// A stored file.
 pub struct FileReplies;
 impl Replies for FileReplies {
-    const REPLIES: &'static [super::api::Documented] = &[(
-        200,
-        "the file",
-        &[("application/octet-stream", Media::Binary)],
-    )];
+    const REPLIES: &'static [super::api::Documented] = &[
+        (
+            200,
+            "the file",
+            &[("application/octet-stream", Media::Binary)],
+        ),
+        (
+            206,
+            "the bytes a `Range` header asked for",
+            &[("application/octet-stream", Media::Binary)],
+        ),
+        (
+            304,
+            "not modified since the version `If-None-Match` names",
+            &[],
+        ),
+        (416, "the `Range` lies past the end of the file", &[]),
+    ];
 }
 
 pub struct FilesApi;
@@ -40,8 +53,11 @@ impl FilesApi {
         key: Path<String>,
         Signed(caller): Signed,
         Data(state): Data<&Arc<AppState>>,
+        req: &poem::Request,
     ) -> Reply<Streamed<FileReplies>, { SIGNED | E404 }> {
-        Ok(Streamed::new(file(state, &caller, &key).await?))
+        Ok(Streamed::new(
+            file(state, &caller, &key, req.headers()).await?,
+        ))
     }
 }
 
@@ -69,6 +85,7 @@ async fn file(
     state: &AppState,
     caller: &crate::engine::Caller,
     key: &str,
+    headers: &poem::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let missing = || ApiError::NotFound("no stored file at this path".into());
     let entity = key.split('/').next().unwrap_or_default();
@@ -77,16 +94,21 @@ async fn file(
     if !e.access.read.admits(caller.role) {
         return Err(missing());
     }
-    let (f, len) = state
-        .files
-        .open(key)
-        .await
-        .map_err(|e| ApiError::from(crate::uploader::UploadError::Io(e.to_string())))?
+    let mut resp = super::ranged::answer(&state.files, key, headers)
+        .await?
         .ok_or_else(missing)?;
-    Ok(Response::builder()
-        .content_type(content_type(key))
-        .header("content-length", len)
-        .header("x-content-type-options", "nosniff")
-        .header("content-security-policy", "sandbox")
-        .body(Body::from_async_read(f)))
+    let h = resp.headers_mut();
+    h.insert(
+        poem::http::header::CONTENT_TYPE,
+        poem::http::HeaderValue::from_static(content_type(key)),
+    );
+    h.insert(
+        "x-content-type-options",
+        poem::http::HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        "content-security-policy",
+        poem::http::HeaderValue::from_static("sandbox"),
+    );
+    Ok(resp)
 }

@@ -15,6 +15,7 @@ pub mod error;
 mod files;
 pub mod origin;
 mod pages;
+mod ranged;
 pub mod uploader;
 
 use crate::auth::Auth;
@@ -40,7 +41,8 @@ pub struct AppState {
     /// The plugins uploads run with (the engine runs their call hooks itself).
     pub plugins: Arc<crate::plugins::Registry>,
     /// Stored bundle files.
-    pub files: Arc<dyn crate::files::FileStore>,
+    /// Bundle files (`/media/files/...`).
+    pub files: crate::files::Files,
     /// The open connections (for their timeouts).
     pub conns: Arc<conn::Connections>,
     /// The fixed routes' part of the document ([`api::spec`]), written once.

@@ -265,7 +265,7 @@ struct Cleanup {
     dirs: Vec<std::path::PathBuf>,
     /// Key prefixes in the file storage.
     stored: Vec<String>,
-    store: Arc<dyn crate::files::FileStore>,
+    store: crate::files::Files,
 }
 impl Drop for Cleanup {
     fn drop(&mut self) {
@@ -332,7 +332,7 @@ async fn open_bundle(
     );
     let mut archive = crate::plugins::Archive {
         engine: &state.engine,
-        files: state.files.as_ref(),
+        files: &state.files,
         settings: &state.settings,
         caller,
         entity,
@@ -486,6 +486,8 @@ async fn upload(
             Vec::new()
         },
     };
+    // Every server finds the working copy from here on (the 202 comes after).
+    crate::uploader::keep::publish_working_copy(&state.jobs, &plan).await?;
     let new = NewRequest {
         user_id: caller.id,
         name: "uploader".into(),
@@ -506,6 +508,8 @@ async fn upload(
     let rid = match state.jobs.enqueue(new, key.as_deref()).await? {
         Ok(rid) => rid,
         Err(reply) => {
+            // A retry answered as the first request did: its own working copy is not used.
+            crate::uploader::keep::drop_working_copy(&state.jobs, &plan).await;
             return Ok(Response::builder()
                 .status(StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK))
                 .content_type(reply.content_type)
@@ -542,22 +546,16 @@ async fn synchronous(
         state.plugins.clone(),
         state.files.clone(),
     );
-    let (result_path, rel) = crate::uploader::result_location(&state.settings.data_dir, rid);
+    let (_, rel) = crate::uploader::result_location(&state.settings.data_dir, rid);
     if !show_progress {
         let (_keep, stop) = tokio::sync::watch::channel(false);
         let bundles = run::Bundles {
             plugins: &plugins,
-            files: files.as_ref(),
+            files: &files,
         };
         run::rows(&jobs, &bundles, &req, caller, Sink::Quiet, &stop).await?;
-        let file = tokio::fs::File::open(&result_path)
-            .await
-            .map_err(|e| ApiError::from(UploadError::Io(e.to_string())))?;
-        return Ok(csv_attachment(
-            Body::from_async_read(file),
-            &plan.result_name(),
-            plan,
-        ));
+        let body = stored_result(&jobs, &rel).await?;
+        return Ok(csv_attachment(body, &plan.result_name(), plan));
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(1024);
     let (out_tx, out_rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(16);
@@ -581,7 +579,7 @@ async fn synchronous(
         let (_keep, stop) = tokio::sync::watch::channel(false);
         let bundles = run::Bundles {
             plugins: &plugins,
-            files: files.as_ref(),
+            files: &files,
         };
         let result = run::rows(&jobs, &bundles, &req, &caller, Sink::Stream(tx), &stop).await;
         let _ = forward.await;
@@ -592,16 +590,12 @@ async fn synchronous(
             }
             Ok(()) if get_content => {
                 // The result file, piece by piece.
-                use tokio::io::AsyncReadExt;
-                if let Ok(mut f) = tokio::fs::File::open(&result_path).await {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    while let Ok(n) = f.read(&mut buf).await {
-                        if n == 0
-                            || out_tx
-                                .send(Ok(bytes::Bytes::copy_from_slice(&buf[..n])))
-                                .await
-                                .is_err()
-                        {
+                use futures::StreamExt;
+                if let Some(meta) = jobs.files.head(&rel).await.ok().flatten()
+                    && let Ok(mut bytes) = jobs.files.read(&rel, 0..meta.size).await
+                {
+                    while let Some(chunk) = bytes.next().await {
+                        if out_tx.send(chunk).await.is_err() {
                             break;
                         }
                     }
@@ -618,6 +612,19 @@ async fn synchronous(
         .body(Body::from_bytes_stream(stream)))
 }
 
+/// The whole stored result file `key`, as a body.
+async fn stored_result(jobs: &crate::jobs::Jobs, key: &str) -> Result<Body> {
+    let io = |e: crate::files::FileError| ApiError::from(UploadError::Io(e.to_string()));
+    let meta = jobs
+        .files
+        .head(key)
+        .await
+        .map_err(io)?
+        .ok_or_else(|| ApiError::from(UploadError::Io(format!("{key} is missing"))))?;
+    let bytes = jobs.files.read(key, 0..meta.size).await.map_err(io)?;
+    Ok(Body::from_bytes_stream(bytes))
+}
+
 fn tokio_stream_from(
     mut rx: tokio::sync::mpsc::Receiver<std::io::Result<bytes::Bytes>>,
 ) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
@@ -626,15 +633,29 @@ fn tokio_stream_from(
 
 /// A result CSV as a download named `<original name>res.csv`.
 pub fn csv_attachment(body: Body, name: &str, plan: &Plan) -> Response {
+    let mut resp = Response::builder().body(body);
+    csv_headers(&mut resp, name, plan);
+    resp
+}
+
+/// Makes `resp` a result CSV download named `<original name>res.csv`.
+pub fn csv_headers(resp: &mut Response, name: &str, plan: &Plan) {
     let safe: String = name
         .chars()
         .map(|c| if c == '"' || c.is_control() { '_' } else { c })
         .collect();
-    Response::builder()
-        .content_type(format!("text/csv; charset={}", plan.encoding().name()))
-        .header(
-            "content-disposition",
-            format!("attachment; filename=\"{safe}\""),
-        )
-        .body(body)
+    let h = resp.headers_mut();
+    let mut set = |name, s: String| {
+        if let Ok(v) = poem::http::HeaderValue::try_from(s) {
+            h.insert(name, v);
+        }
+    };
+    set(
+        poem::http::header::CONTENT_TYPE,
+        format!("text/csv; charset={}", plan.encoding().name()),
+    );
+    set(
+        poem::http::header::CONTENT_DISPOSITION,
+        format!("attachment; filename=\"{safe}\""),
+    );
 }

@@ -74,7 +74,7 @@ pub trait JobKind: Send + Sync {
 
     /// Removes what a request of this kind keeps outside the database once its results
     /// expired.
-    fn expired(&self, _jobs: &Jobs, _rid: &str) {}
+    async fn expired(&self, _jobs: &Jobs, _rid: &str) {}
 
     /// Removes scratch files older than `grace` that no unfinished request of this kind owns;
     /// how many went.

@@ -65,11 +65,18 @@ pub struct Jobs {
     watchers: Arc<watch::Watchers>,
     /// The kinds requests run as.
     kinds: Arc<kinds::Registry>,
+    /// Where the files of requests (uploads, result files) are kept.
+    pub files: crate::files::Files,
 }
 
 impl Jobs {
     /// The service over `engine`, running requests with the kinds of `kinds`.
-    pub fn new(engine: Engine, settings: Arc<Settings>, kinds: kinds::Registry) -> Jobs {
+    pub fn new(
+        engine: Engine,
+        settings: Arc<Settings>,
+        files: crate::files::Files,
+        kinds: kinds::Registry,
+    ) -> Jobs {
         let worker_id = format!(
             "{}-{}",
             std::process::id(),
@@ -83,6 +90,7 @@ impl Jobs {
             wake: Arc::new(Notify::new()),
             watchers: Arc::default(),
             kinds: Arc::new(kinds),
+            files,
         }
     }
 

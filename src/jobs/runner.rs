@@ -239,6 +239,10 @@ impl Jobs {
         add_detail(tx, d, &req.rid, e.last_detail).await?;
         // The items are no longer needed once every result is recorded.
         request_log::drop_items(tx, d, &req.rid).await?;
+        if req.kind.is_upload() {
+            // An upload's result parts: its result file is stored by now.
+            request_log::drop_results(tx, d, &req.rid).await?;
+        }
         Ok(true)
     }
 }

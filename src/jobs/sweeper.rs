@@ -42,7 +42,7 @@ impl Jobs {
         for rid in requests::expired(store, &crate::time::format(cutoff)).await? {
             requests::expire(store, &rid).await?;
             for kind in self.kinds.all() {
-                kind.expired(self, &rid);
+                kind.expired(self, &rid).await;
             }
             tracing::info!(rid, "removed an expired result");
         }

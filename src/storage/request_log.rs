@@ -105,6 +105,34 @@ pub async fn drop_items(ex: &mut dyn Exec, d: Dialect, rid: &str) -> Result<()> 
     Ok(())
 }
 
+/// Removes the results of `rid` inside `ex` (an upload's result parts once its result file is
+/// stored).
+pub async fn drop_results(ex: &mut dyn Exec, d: Dialect, rid: &str) -> Result<()> {
+    let sql = d.bind("DELETE FROM \"bg_results\" WHERE \"rid\" = ?");
+    ex.execute(&sql, &[Value::text(rid)]).await?;
+    Ok(())
+}
+
+/// Stores one part of an upload's result file inside `ex`: the bytes (base64) that start at
+/// byte `at` of the file.
+pub async fn add_result_part(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rid: &str,
+    at: i64,
+    base64: String,
+) -> Result<()> {
+    let sql = d.bind(
+        "INSERT INTO \"bg_results\" (\"rid\", \"seq\", \"status\", \"body\") VALUES (?, ?, 0, ?)",
+    );
+    ex.execute(
+        &sql,
+        &[Value::text(rid), Value::int(at), Value::text(base64)],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Stores results of `rid` inside `ex`.
 pub async fn insert_results(
     ex: &mut dyn Exec,

@@ -2,7 +2,7 @@
 //! remove (its result file), and which upload scratch files no request owns any more.
 
 use super::Plan;
-use super::run::{Bundles, Sink, rows};
+use super::run::{Bundles, Sink, io_err, rows};
 use crate::jobs::Jobs;
 use crate::jobs::kinds::{JobKind, KindId};
 use crate::jobs::record::Request;
@@ -18,7 +18,7 @@ use tokio::sync::watch;
 pub struct Upload {
     pub plugins: Arc<Registry>,
     /// Where bundles' plugins store files.
-    pub files: Arc<dyn crate::files::FileStore>,
+    pub files: crate::files::Files,
 }
 
 #[async_trait::async_trait]
@@ -40,7 +40,7 @@ impl JobKind for Upload {
             Some(caller) => {
                 let bundles = Bundles {
                     plugins: &self.plugins,
-                    files: self.files.as_ref(),
+                    files: &self.files,
                 };
                 rows(jobs, &bundles, &req, &caller, Sink::Details, stop).await
             }
@@ -51,9 +51,12 @@ impl JobKind for Upload {
         }
     }
 
-    fn expired(&self, jobs: &Jobs, rid: &str) {
-        let (file, _) = super::result_location(&jobs.settings.data_dir, rid);
-        let _ = std::fs::remove_file(file);
+    async fn expired(&self, jobs: &Jobs, rid: &str) {
+        let (file, key) = super::result_location(&jobs.settings.data_dir, rid);
+        let _ = tokio::fs::remove_file(file).await;
+        if let Err(e) = jobs.files.remove(&key).await {
+            tracing::warn!(rid, error = %e, "cannot remove an expired result file");
+        }
     }
 
     async fn sweep(&self, jobs: &Jobs, grace: Duration) -> Result<usize, StorageError> {
@@ -65,13 +68,35 @@ impl JobKind for Upload {
             .map(|p| p.working_copy(&jobs.settings.data_dir))
             .collect();
         let dir = super::intake::work_dir(&jobs.settings.data_dir);
+        let kept = owned.clone();
         let removed =
-            tokio::task::spawn_blocking(move || super::intake::remove_orphans(&dir, &owned, grace))
+            tokio::task::spawn_blocking(move || super::intake::remove_orphans(&dir, &kept, grace))
                 .await
                 .unwrap_or(0);
-        if removed > 0 {
-            tracing::info!(removed, "removed orphaned upload scratch files");
+        // Working copies in a shared store: another server may be storing one it has not
+        // enqueued yet, so only those older than the grace time (never less than
+        // SCRATCH_GRACE, even at start) and owned by no unfinished request go.
+        let mut gone = 0;
+        if jobs.files.is_shared() {
+            let uploads = jobs.files.child(super::keep::UPLOADS);
+            let age = grace.max(crate::jobs::sweeper::SCRATCH_GRACE);
+            let names: HashSet<String> = owned
+                .iter()
+                .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+                .collect();
+            for name in uploads.stored_before(age).await.map_err(io_err)? {
+                if !names.contains(&name) && uploads.remove(&name).await.is_ok() {
+                    gone += 1;
+                }
+            }
         }
-        Ok(removed)
+        if removed + gone > 0 {
+            tracing::info!(
+                removed,
+                stored = gone,
+                "removed orphaned upload scratch files"
+            );
+        }
+        Ok(removed + gone)
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod bundle;
 pub mod intake;
+pub mod keep;
 pub mod kind;
 mod result_file;
 pub mod rows;
@@ -77,7 +78,11 @@ impl Plan {
     }
 }
 
-/// The result file of request `rid` under the data directory, and its server-relative path.
+/// The folder of the file storage that holds bundle files (`/media/files/...`).
+pub const MEDIA_FILES: &str = "media/files";
+
+/// The result file of request `rid` under the data directory (its place while it is
+/// written), and its key in the file storage, which is also its server-relative path.
 pub fn result_location(data_dir: &std::path::Path, rid: &str) -> (PathBuf, String) {
     let rel = format!("media/keep1m/bgrs.{rid}.result.csv");
     (data_dir.join(&rel), rel)

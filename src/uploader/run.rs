@@ -4,9 +4,9 @@
 //! A run that stops (crash, shutdown) resumes from the last committed chunk: the result file
 //! is cut back to the committed length and the rows after it run again, nothing twice.
 
-use super::Plan;
 use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
+use super::{Plan, keep};
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
 use crate::jobs::queue::{add_detail, add_details};
@@ -43,7 +43,7 @@ pub fn plan_of(req: &Request) -> Result<Plan, StorageError> {
 /// they stored.
 pub struct Bundles<'a> {
     pub plugins: &'a Registry,
-    pub files: &'a dyn crate::files::FileStore,
+    pub files: &'a crate::files::Files,
 }
 
 /// Runs the rows of `req` from where it stopped, then finishes it. A dry run or an
@@ -72,10 +72,20 @@ pub async fn rows(
     let plugins = bundles.plugins;
     let encoding = plan.encoding();
     let (result_path, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
+    let parts = keep::keeps_parts(jobs);
+    if parts && req.cursor > 0 {
+        keep::rebuild_result(jobs, &req.rid, &result_path, req.cursor).await?;
+    }
     let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;
     let mut cursor = out.stream_position().map_err(io_err)? as i64;
+    // Bytes of the result file written but not yet committed as a part (the header).
+    let mut unsaved = if parts && req.cursor == 0 {
+        std::fs::read(&result_path).map_err(io_err)?
+    } else {
+        Vec::new()
+    };
     let (tx_rows, mut rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
-    let working_copy = plan.working_copy(&jobs.settings.data_dir);
+    let working_copy = keep::working_copy(jobs, &plan).await?;
     let reader = spawn_reader(
         working_copy.clone(),
         plan.layout.separator,
@@ -165,6 +175,11 @@ pub async fn rows(
                 if matches!(sink, Sink::Details) && !lines.is_empty() {
                     add_details(tx.as_mut(), d, &req.rid, &lines).await?;
                 }
+                if parts {
+                    let at = cursor - (bytes.len() + unsaved.len()) as i64;
+                    let part = [unsaved.as_slice(), bytes.as_slice()].concat();
+                    keep::add_part(tx.as_mut(), d, &req.rid, at, &part).await?;
+                }
                 tx.commit().await?;
                 Ok(ChunkEnd::Committed((outcomes, lines, cursor, done)))
             }
@@ -194,6 +209,7 @@ pub async fn rows(
         };
         cursor = new_cursor;
         done = new_done;
+        unsaved.clear();
         jobs.engine.after_chunk(&prepared, &outcomes);
         if let Sink::Stream(s) = &sink {
             for l in lines {
@@ -203,6 +219,8 @@ pub async fn rows(
     }
     reader.await.map_err(io_err)?.map_err(io_err)?;
     out.flush().map_err(io_err)?;
+    drop(out);
+    keep::publish_result(jobs, &rel, &result_path).await?;
     let ctype = format!("text/csv; charset={}", encoding.name());
     match (cancelled_at, &refused) {
         (_, Some(why)) => {
@@ -218,7 +236,8 @@ pub async fn rows(
         }
     }
     tracing::info!(rid = %req.rid, rows = done, elapsed_ms = started.elapsed().as_millis() as u64, "upload rows done");
-    let _ = std::fs::remove_file(&working_copy);
+    keep::drop_working_copy(jobs, &plan).await;
+    keep::drop_local_result(jobs, &result_path).await;
     Ok(())
 }
 

@@ -68,6 +68,8 @@ pub(super) async fn rows(
 ) -> Result<(), StorageError> {
     let started = std::time::Instant::now();
     let data_dir = &jobs.settings.data_dir;
+    // On this server's disk before the first pass reads it.
+    super::keep::working_copy(jobs, plan).await?;
     let (result_path, rel) = super::result_location(data_dir, &req.rid);
     let w = Whole {
         jobs,
@@ -112,7 +114,8 @@ pub(super) async fn rows(
                 }
             }
         }
-        let _ = std::fs::remove_file(plan.working_copy(data_dir));
+        super::keep::drop_working_copy(jobs, plan).await;
+        super::keep::drop_local_result(jobs, &w.result_path).await;
         tracing::info!(rid = %req.rid, applied, elapsed_ms = started.elapsed().as_millis() as u64, "whole upload done");
     }
     let _ = std::fs::remove_file(&w.lines_path);
@@ -199,6 +202,8 @@ impl Whole<'_> {
             l.flush().map_err(io_err)?;
         }
         let cursor = out.stream_position().map_err(io_err)? as i64;
+        // Stored before the end is recorded: a request that ended has its result file.
+        super::keep::publish_result(jobs, &self.rel, &self.result_path).await?;
         let mut tx = match kept {
             Some(tx) => tx,
             None => jobs.storage.begin().await?,

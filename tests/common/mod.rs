@@ -93,6 +93,14 @@ pub async fn test_settings(dir: &Path, entities: &Path) -> (Settings, Option<PgD
         _ => None,
     };
     s.database_url = db.as_ref().map(|d| d.url.clone());
+    // TEST_STORAGE_URL (an object store, e.g. SeaweedFS's s3://bucket) keeps each test
+    // server's files under a prefix of its own there instead of in its data directory.
+    if let Ok(u) = std::env::var("TEST_STORAGE_URL")
+        && !u.is_empty()
+    {
+        let tag = hex::encode(rand::random::<[u8; 6]>());
+        s.storage_url = Some(format!("{}/t-{tag}", u.trim_end_matches('/')));
+    }
     (s, db)
 }
 
