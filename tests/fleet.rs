@@ -284,9 +284,10 @@ const ROWS: usize = 200_000;
 /// finishes it; a third server, started afterwards on an empty directory, serves the same
 /// result. Every row is applied exactly once.
 ///
-/// Observed here (two cores, debug build, SeaweedFS): the survivor's first chunk lands about
-/// 15-17 s after the kill (the 15 s lease plus the claim poll), and the whole test takes about
-/// 35 s.
+/// Observed (two cores, debug build, SeaweedFS, the other tests of this file running
+/// alongside; five runs): the survivor's first chunk after the kill came 15.6-16.3 s after the
+/// SIGKILL (the 15 s lease, `jobs::LEASE_SECS`, plus the workers' 0.5 s claim poll and one
+/// chunk), the request finished 22-25 s after it, and this test took 28-37 s in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_whose_server_died_disk_and_all_is_finished_by_another() {
     let Some(fleet) = Fleet::new("fleet-takeover").await else {
@@ -307,6 +308,7 @@ async fn an_upload_whose_server_died_disk_and_all_is_finished_by_another() {
         assert_eq!(runner, b.pid(), "the runner is neither server");
         (b, a)
     };
+    // Killed about a quarter of the way: a good part of the result is in the store by then.
     let start = Instant::now();
     let progress = loop {
         let (status, progress) = dead.progress(&rid).await;
@@ -314,12 +316,12 @@ async fn an_upload_whose_server_died_disk_and_all_is_finished_by_another() {
             status == "2" && progress < 100.0,
             "{rid} ended (status {status}, progress {progress}) before it could be killed"
         );
-        if progress > 0.0 {
+        if progress >= 25.0 {
             break progress;
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "no progress in 60 s"
+            "not a quarter done in 60 s"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
