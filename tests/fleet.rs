@@ -287,7 +287,7 @@ const ROWS: usize = 200_000;
 /// Observed (two cores, debug build, SeaweedFS, the other tests of this file running
 /// alongside; five runs): the survivor's first chunk after the kill came 15.6-16.3 s after the
 /// SIGKILL (the 15 s lease, `jobs::LEASE_SECS`, plus the workers' 0.5 s claim poll and one
-/// chunk), the request finished 22-25 s after it, and this test took 28-37 s in all.
+/// chunk), the request finished 22-25 s after it, and this test took 28-38 s in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_whose_server_died_disk_and_all_is_finished_by_another() {
     let Some(fleet) = Fleet::new("fleet-takeover").await else {
@@ -376,6 +376,11 @@ async fn an_upload_whose_server_died_disk_and_all_is_finished_by_another() {
         etag_c, etag,
         "one ETag for one stored result, whichever server"
     );
+    let link = rec["result"].as_str().unwrap();
+    assert_eq!(link, format!("media/keep1m/bgrs.{rid}.result.csv"), "{rec}");
+    let (by_link, etag_link) = served_whole(&c, &format!("/{link}")).await;
+    assert!(by_link == result, "C serves the record's result link");
+    assert_eq!(etag_link, etag, "one ETag for the result by either path");
     served_range(&c, &path, "0-99", &result, 0, 99).await;
     let mid = result.len() / 2;
     served_range(
