@@ -33,6 +33,17 @@ impl Server {
         database_url: Option<&str>,
         args: &[&str],
     ) -> Server {
+        Self::start_env(label, data_dir, database_url, args, &[])
+    }
+
+    /// [`Server::start_with`] with more environment variables (on top of the test's own).
+    pub fn start_env(
+        label: &'static str,
+        data_dir: &Path,
+        database_url: Option<&str>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_entiserve"));
         cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -48,6 +59,7 @@ impl Server {
             cmd.args(["--database-url", url]);
         }
         cmd.args(args);
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().expect("start entiserve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
@@ -89,6 +101,13 @@ impl Server {
     pub fn kill(&mut self) {
         self.child.kill().expect("SIGKILL the server");
         let _ = self.child.wait();
+    }
+
+    /// A request to `path` as admin.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}{path}", self.base))
+            .basic_auth("admin", Some(PASSWORD))
     }
 
     /// GET `path` as admin; panics when the server is unreachable (did it die?).
@@ -154,4 +173,38 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// What tests of several servers sharing one PostgreSQL database and one object store need:
+/// `TEST_DATABASE_URL` (a database to create test databases from) and a fresh place in the
+/// store, `TEST_S3_URL/<prefix>-<random>` (the `AWS_*` variables that reach it are the test's
+/// own, and every server started here inherits them; `scripts/seaweedfs.sh` prints them).
+///
+/// Without one of them the test says so and passes (`None`), unless `ENTISERVE_REQUIRE_PG`
+/// or `ENTISERVE_REQUIRE_S3` asks for the missing one (CI sets both in its PostgreSQL pass):
+/// then it fails.
+pub fn database_and_store(prefix: &str) -> Option<(String, String)> {
+    let set = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let database = set("TEST_DATABASE_URL");
+    let store = set("TEST_S3_URL");
+    if database.is_none() && std::env::var_os("ENTISERVE_REQUIRE_PG").is_some() {
+        panic!("TEST_DATABASE_URL is not set and ENTISERVE_REQUIRE_PG is");
+    }
+    if store.is_none() && std::env::var_os("ENTISERVE_REQUIRE_S3").is_some() {
+        panic!("TEST_S3_URL is not set and ENTISERVE_REQUIRE_S3 is: run scripts/seaweedfs.sh");
+    }
+    let (Some(database), Some(store)) = (database, store) else {
+        eprintln!(
+            "SKIPPED: this test needs PostgreSQL (TEST_DATABASE_URL) and an object store \
+             (TEST_S3_URL and AWS_*, printed by scripts/seaweedfs.sh); set \
+             ENTISERVE_REQUIRE_PG=1 and ENTISERVE_REQUIRE_S3=1 to fail instead"
+        );
+        return None;
+    };
+    let place = format!(
+        "{}/{prefix}-{}",
+        store.trim_end_matches('/'),
+        hex::encode(rand::random::<[u8; 6]>())
+    );
+    Some((database, place))
 }
