@@ -2,7 +2,7 @@
 //! remove (its result file), and which upload scratch files no request owns any more.
 
 use super::Plan;
-use super::run::{Bundles, Sink, io_err, rows};
+use super::run::{Bundles, Sink, rows};
 use crate::jobs::Jobs;
 use crate::jobs::kinds::{JobKind, KindId};
 use crate::jobs::record::Request;
@@ -84,10 +84,17 @@ impl JobKind for Upload {
                 .iter()
                 .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
                 .collect();
-            for name in uploads.stored_before(age).await.map_err(io_err)? {
-                if !names.contains(&name) && uploads.remove(&name).await.is_ok() {
-                    gone += 1;
+            // A store that does not answer is no reason to stop: /readyz says so, and the
+            // next sweep tries again.
+            match uploads.stored_before(age).await {
+                Ok(found) => {
+                    for name in found {
+                        if !names.contains(&name) && uploads.remove(&name).await.is_ok() {
+                            gone += 1;
+                        }
+                    }
                 }
+                Err(e) => tracing::warn!(error = %e, "cannot list the stored working copies"),
             }
         }
         if removed + gone > 0 {
