@@ -130,13 +130,9 @@ impl Files {
         let key = checked(key)?;
         match &self.at {
             At::Local(d) => {
-                let to = d.join(key);
-                if to == from {
+                let Some(to) = local_target(d, key, from).await? else {
                     return Ok(());
-                }
-                if let Some(dir) = to.parent() {
-                    tokio::fs::create_dir_all(dir).await.map_err(err)?;
-                }
+                };
                 if tokio::fs::rename(from, &to).await.is_err() {
                     tokio::fs::copy(from, &to).await.map_err(err)?;
                     let _ = tokio::fs::remove_file(from).await;
@@ -158,13 +154,9 @@ impl Files {
         let key = checked(key)?;
         match &self.at {
             At::Local(d) => {
-                let to = d.join(key);
-                if to == from {
+                let Some(to) = local_target(d, key, from).await? else {
                     return Ok(());
-                }
-                if let Some(dir) = to.parent() {
-                    tokio::fs::create_dir_all(dir).await.map_err(err)?;
-                }
+                };
                 tokio::fs::copy(from, &to).await.map_err(err)?;
                 Ok(())
             }
@@ -348,6 +340,19 @@ impl Files {
             }
         }
     }
+}
+
+/// Where `key` goes in the local directory `d`, its folder made; None when `from` is already
+/// there.
+async fn local_target(d: &Path, key: &str, from: &Path) -> Result<Option<PathBuf>, FileError> {
+    let to = d.join(key);
+    if to == from {
+        return Ok(None);
+    }
+    if let Some(dir) = to.parent() {
+        tokio::fs::create_dir_all(dir).await.map_err(err)?;
+    }
+    Ok(Some(to))
 }
 
 /// An entity tag as sent in headers: the store's own, quoted, or one made of the file's

@@ -83,25 +83,6 @@ async fn wait_midway(server: &Server, rid: &str, result_file: &Path) -> usize {
     }
 }
 
-async fn details(server: &Server, rid: &str) -> Vec<String> {
-    let mut texts = Vec::new();
-    let mut since = "0".to_string();
-    loop {
-        let page = server
-            .get_json(&format!("/bgrs/{rid}/details?since={since}"))
-            .await;
-        let page = page.as_array().expect("details are an array");
-        let Some(last) = page.last() else {
-            return texts;
-        };
-        since = last["id"].as_str().expect("an entry id").to_string();
-        texts.extend(
-            page.iter()
-                .map(|d| d["details"].as_str().expect("a details text").to_string()),
-        );
-    }
-}
-
 fn assert_result(text: &str) {
     let records: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -194,7 +175,7 @@ async fn atomic_background_upload_runs_again_whole_after_sigkill() {
     let r = second.get(&format!("/v2.5/bgrs/{rid}/result")).await;
     assert_eq!(r.status(), 200);
     assert_result(&r.text().await.unwrap());
-    assert_details(&details(&second, &rid).await);
+    assert_details(&second.details(&rid).await);
     drop(second);
     drop(db);
 }

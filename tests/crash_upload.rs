@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::process::{PASSWORD, Server};
+use common::process::{PASSWORD, Server, worker_pid};
 
 use reqwest::multipart::{Form, Part};
 use serde_json::Value as Json;
@@ -24,7 +24,6 @@ const UPLOAD: &str = "/tools/uploader.ex.php";
 trait UploadOps {
     async fn get_text(&self, path: &str) -> String;
     async fn upload_background(&self, entity: &str, csv: Vec<u8>) -> String;
-    async fn details(&self, rid: &str) -> Vec<String>;
 }
 
 impl UploadOps for Server {
@@ -57,26 +56,6 @@ impl UploadOps for Server {
         let body: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
         body["request"].as_str().expect("a request id").to_string()
     }
-
-    /// The `details` texts of the request, in order, page by page.
-    async fn details(&self, rid: &str) -> Vec<String> {
-        let mut texts = Vec::new();
-        let mut since = "0".to_string();
-        loop {
-            let page = self
-                .get_json(&format!("/bgrs/{rid}/details?since={since}"))
-                .await;
-            let page = page.as_array().expect("details are an array");
-            let Some(last) = page.last() else {
-                return texts;
-            };
-            since = last["id"].as_str().expect("an entry id").to_string();
-            texts.extend(
-                page.iter()
-                    .map(|d| d["details"].as_str().expect("a details text").to_string()),
-            );
-        }
-    }
 }
 
 /// The name of data row `i` (counted from 1, like the `Line: <n>` details).
@@ -92,15 +71,6 @@ fn big_csv() -> Vec<u8> {
         csv.push_str(&format!("c,{},line {i}\n", name(i)));
     }
     csv.into_bytes()
-}
-
-/// The pid part of a worker entry `<what> (worker <pid>-<hex>)`.
-fn worker_pid(detail: &str, what: &str) -> Option<u32> {
-    let worker = detail
-        .strip_prefix(what)?
-        .strip_prefix(" (worker ")?
-        .strip_suffix(')')?;
-    worker.split_once('-')?.0.parse().ok()
 }
 
 /// Polls every 20 ms until the request has committed some chunks but not all of them.

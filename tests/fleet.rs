@@ -23,7 +23,7 @@ mod common;
 mod pdf_sample;
 
 use common::PgDb;
-use common::process::{Server, database_and_store};
+use common::process::{Server, database_and_store, worker_pid};
 use reqwest::Method;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
@@ -109,15 +109,6 @@ fn campaigns_csv(what: &str, rows: usize) -> Vec<u8> {
     csv.into_bytes()
 }
 
-/// The pid in a details text `<what> (worker <pid>-<hex>)`.
-fn worker_pid(detail: &str, what: &str) -> Option<u32> {
-    let worker = detail
-        .strip_prefix(what)?
-        .strip_prefix(" (worker ")?
-        .strip_suffix(')')?;
-    worker.split_once('-')?.0.parse().ok()
-}
-
 /// The pid of the worker that started the request, from the first page of its details.
 async fn started_by(server: &Server, rid: &str) -> u32 {
     let start = Instant::now();
@@ -135,26 +126,6 @@ async fn started_by(server: &Server, rid: &str) -> u32 {
             "{rid} was not started in 30 s: {page}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Every details text of the request, in order, page by page.
-async fn all_details(server: &Server, rid: &str) -> Vec<String> {
-    let mut texts = Vec::new();
-    let mut since = "0".to_string();
-    loop {
-        let page = server
-            .get_json(&format!("/bgrs/{rid}/details?since={since}"))
-            .await;
-        let page = page.as_array().expect("details are an array");
-        let Some(last) = page.last() else {
-            return texts;
-        };
-        since = last["id"].as_str().expect("an entry id").to_string();
-        texts.extend(
-            page.iter()
-                .map(|d| d["details"].as_str().unwrap().to_string()),
-        );
     }
 }
 
@@ -444,7 +415,7 @@ async fn an_upload_whose_server_died_disk_and_all_is_finished_by_another() {
     );
 
     // One `Line: <n> done` per line; started by the dead server, resumed by the survivor.
-    let details = all_details(&c, &rid).await;
+    let details = c.details(&rid).await;
     let mut seen = vec![0u32; ROWS + 1];
     for d in &details {
         let Some(rest) = d.strip_prefix("Line: ") else {
@@ -796,7 +767,7 @@ async fn events_and_cancel_work_from_another_server() {
     );
     assert_eq!(
         ids.len(),
-        all_details(other, &rid).await.len(),
+        other.details(&rid).await.len(),
         "the stream carried every entry"
     );
     let workers: Vec<&&str> = details.iter().filter(|d| d.contains("(worker ")).collect();

@@ -159,6 +159,26 @@ impl Server {
         }
     }
 
+    /// The `details` texts of the request, in order, page by page.
+    pub async fn details(&self, rid: &str) -> Vec<String> {
+        let mut texts = Vec::new();
+        let mut since = "0".to_string();
+        loop {
+            let page = self
+                .get_json(&format!("/bgrs/{rid}/details?since={since}"))
+                .await;
+            let page = page.as_array().expect("details are an array");
+            let Some(last) = page.last() else {
+                return texts;
+            };
+            since = last["id"].as_str().expect("an entry id").to_string();
+            texts.extend(
+                page.iter()
+                    .map(|d| d["details"].as_str().expect("a details text").to_string()),
+            );
+        }
+    }
+
     /// `X-Total-Count` of the campaigns.
     pub async fn campaign_count(&self) -> u64 {
         let r = self.get("/campaigns?limit=1").await;
@@ -207,4 +227,14 @@ pub fn database_and_store(prefix: &str) -> Option<(String, String)> {
         hex::encode(rand::random::<[u8; 6]>())
     );
     Some((database, place))
+}
+
+/// The pid part of a worker entry `<what> (worker <pid>-<hex>)`.
+#[allow(dead_code)]
+pub fn worker_pid(detail: &str, what: &str) -> Option<u32> {
+    let worker = detail
+        .strip_prefix(what)?
+        .strip_prefix(" (worker ")?
+        .strip_suffix(')')?;
+    worker.split_once('-')?.0.parse().ok()
 }
