@@ -33,6 +33,14 @@ pub struct Meta {
 /// Bytes of a stored file, as they come.
 pub type ByteStream = BoxStream<'static, std::io::Result<bytes::Bytes>>;
 
+/// The folders of the file storage that hold what a server keeps: bundle files, result files
+/// and the working copies of uploads (backups and `migrate-data` copy these).
+pub const KEPT: [&str; 3] = [
+    crate::uploader::MEDIA_FILES,
+    "media/keep1m",
+    crate::uploader::keep::UPLOADS,
+];
+
 /// Where the files are.
 #[derive(Clone)]
 enum At {

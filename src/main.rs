@@ -91,6 +91,10 @@ enum Command {
         /// copied (back the database up with pg_dump or pgBackRest).
         #[arg(long, env = "DATABASE_URL")]
         database_url: Option<String>,
+        /// The object store the server keeps its files in [as for serve]: they are copied
+        /// into the backup from there.
+        #[arg(long, env = "ENTISERVE_STORAGE_URL")]
+        storage_url: Option<String>,
     },
     /// Restore a backup into an empty data directory, after checking every checksum; exits 0
     /// only when the installation is whole.
@@ -105,6 +109,10 @@ enum Command {
         /// tools); only the files are restored then.
         #[arg(long)]
         database_url: Option<String>,
+        /// An empty object store (or prefix) for the restored installation's files, as for
+        /// serve --storage-url; without it they go into the data directory.
+        #[arg(long)]
+        storage_url: Option<String>,
     },
     /// Copy every row of one database into another, empty one (typically the SQLite file of
     /// the data directory into PostgreSQL): objects, users, tokens, background requests, their
@@ -271,12 +279,14 @@ fn main() -> ExitCode {
             list,
             data_dir,
             database_url,
-        } => backup(to, list, data_dir, database_url),
+            storage_url,
+        } => backup(to, list, data_dir, database_url, storage_url),
         Command::Restore {
             from,
             data_dir,
             database_url,
-        } => restore(&from, &data_dir, database_url),
+            storage_url,
+        } => restore(&from, &data_dir, database_url, storage_url),
         Command::MigrateData {
             from,
             to,
@@ -462,7 +472,13 @@ fn migrate_data(
     }
 }
 
-fn backup(to: String, list: bool, data_dir: PathBuf, database_url: Option<String>) -> ExitCode {
+fn backup(
+    to: String,
+    list: bool,
+    data_dir: PathBuf,
+    database_url: Option<String>,
+    storage_url: Option<String>,
+) -> ExitCode {
     let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let target = match entiserve::backup::Target::parse(&to) {
         Ok(t) => t,
@@ -491,7 +507,12 @@ fn backup(to: String, list: bool, data_dir: PathBuf, database_url: Option<String
         data_dir,
         database_url: s.database_url(),
     };
-    match rt.block_on(entiserve::backup::target::take(&inst, &target)) {
+    let store = storage_url.filter(|u| !u.trim().is_empty());
+    match rt.block_on(entiserve::backup::target::take_from(
+        &inst,
+        store.as_deref(),
+        &target,
+    )) {
         Ok(location) => {
             println!("{location}");
             ExitCode::SUCCESS
@@ -503,9 +524,19 @@ fn backup(to: String, list: bool, data_dir: PathBuf, database_url: Option<String
     }
 }
 
-fn restore(from: &str, data_dir: &std::path::Path, url: Option<String>) -> ExitCode {
+fn restore(
+    from: &str,
+    data_dir: &std::path::Path,
+    url: Option<String>,
+    storage_url: Option<String>,
+) -> ExitCode {
     let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    match rt.block_on(entiserve::backup::target::restore(from, data_dir)) {
+    let store = storage_url.filter(|u| !u.trim().is_empty());
+    match rt.block_on(entiserve::backup::target::restore_into(
+        from,
+        data_dir,
+        store.as_deref(),
+    )) {
         Ok(m) => {
             println!(
                 "restored the backup of {} into {}: {} files{}",

@@ -311,13 +311,6 @@ fn progress(table: &str, total: u64, draw: bool) -> ProgressBar {
     bar
 }
 
-/// The folders of a data directory that hold the files a server keeps.
-const KEPT: &[&str] = &[
-    crate::uploader::MEDIA_FILES,
-    "media/keep1m",
-    crate::uploader::keep::UPLOADS,
-];
-
 /// Copies every file a server keeps in `data_dir` (bundle files, result files, working copies of
 /// uploads) into `store` under the same keys, so that servers on the copied database and that
 /// store find them; returns how many files and bytes went.
@@ -326,7 +319,7 @@ pub async fn copy_files(
     store: &crate::files::Files,
 ) -> anyhow::Result<(usize, u64)> {
     let mut found = Vec::new();
-    for folder in KEPT {
+    for folder in crate::files::KEPT {
         let dir = data_dir.join(folder);
         for rel in crate::backup::walk(&dir, &[]) {
             let key = format!("{folder}/{}", crate::backup::slashed(&rel));

@@ -124,12 +124,18 @@ impl Place {
     /// Streams `rel` into the local file `to` (creating its folder); returns its size and
     /// SHA-256.
     pub async fn download(&self, rel: &str, to: &Path) -> anyhow::Result<(u64, String)> {
+        self.download_key(&self.key(rel), to).await
+    }
+
+    /// [`Place::download`] of the object named `key` (as listed).
+    pub async fn download_key(&self, key: &Key, to: &Path) -> anyhow::Result<(u64, String)> {
+        let rel = key.as_ref();
         if let Some(d) = to.parent() {
             tokio::fs::create_dir_all(d).await?;
         }
         let got = self
             .store
-            .get(&self.key(rel))
+            .get(key)
             .await
             .with_context(|| format!("{rel}: missing from {}", self.url))?;
         let mut stream = got.into_stream();
@@ -164,6 +170,27 @@ impl Place {
         Ok(())
     }
 
+    /// Every object under this place: its path relative to the place (as it was named when
+    /// stored) and its key.
+    pub async fn list_all(&self) -> anyhow::Result<Vec<(String, Key)>> {
+        let depth = self.prefix.parts().count();
+        let mut listed = self.store.list(Some(&self.prefix));
+        let mut out = Vec::new();
+        while let Some(meta) = listed.next().await {
+            let meta = meta.with_context(|| format!("cannot list {}", self.url))?;
+            let rel = meta
+                .location
+                .parts()
+                .skip(depth)
+                .map(|p| percent_decoded(p.as_ref()))
+                .collect::<Vec<_>>()
+                .join("/");
+            out.push((rel, meta.location));
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The names of the folders directly under this place.
     pub async fn folders(&self) -> anyhow::Result<Vec<String>> {
         let prefix = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
@@ -194,5 +221,40 @@ impl Place {
             }
         }
         Ok(())
+    }
+}
+
+/// A key segment as it was given: object_store escapes some characters as `%XX`.
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escaped_segments_read_back() {
+        let key = object_store::path::Path::from("res/a%b [1].png");
+        let parts: Vec<String> = key
+            .parts()
+            .map(|p| super::percent_decoded(p.as_ref()))
+            .collect();
+        assert_eq!(parts, ["res", "a%b [1].png"]);
+        assert_eq!(super::percent_decoded("50%"), "50%");
     }
 }

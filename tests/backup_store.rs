@@ -250,3 +250,114 @@ async fn backups_in_an_object_store_are_listed_pruned_checked_and_restored() {
     backup_place.remove_all().await.unwrap();
     other.remove_all().await.unwrap();
 }
+
+/// A server that keeps its files in an object store (`--storage-url`): `backup --storage-url`
+/// copies them from the store into the backup (a local folder here), and `restore
+/// --storage-url` puts them into another, empty store, where a server on the restored database
+/// serves them; a store that already holds files is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_files_of_a_server_on_an_object_store_are_backed_up_and_restored_into_another() {
+    let Some(url) = store_url() else { return };
+    let (files_a, files_b) = (format!("{url}/files-a"), format!("{url}/files-b"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings(dir.path());
+    s.storage_url = Some(files_a.clone());
+    let app = start(dir, shipped_entities(), s, None).await;
+    let mut csv = String::from("op,name\n");
+    for i in 0..300 {
+        csv.push_str(&format!("c,stored-{i}\n"));
+    }
+    let form = Form::new().text("entity", "campaigns").part(
+        "csvfile",
+        Part::bytes(csv.into_bytes()).file_name("rows.csv"),
+    );
+    let r = app
+        .admin(Method::POST, "/tools/uploader.ex.php")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let result = r.bytes().await.unwrap();
+    let data = app.dir.path().join("data");
+    let stored: Vec<_> = std::fs::read_dir(data.join("media/keep1m"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(stored.is_empty(), "the result file is in the store only");
+
+    let backups = tempfile::tempdir().unwrap();
+    let to = backups.path().display().to_string();
+    let out = cli(&[
+        "backup",
+        "--to",
+        &to,
+        "--data-dir",
+        &data.display().to_string(),
+        "--storage-url",
+        &files_a,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let at = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    let manifest: backup::Manifest =
+        serde_json::from_slice(&std::fs::read(Path::new(&at).join(backup::MANIFEST)).unwrap())
+            .unwrap();
+    let entry = manifest
+        .files
+        .iter()
+        .find(|f| f.path.starts_with("files/media/keep1m/"))
+        .expect("the store's result file in the backup");
+    use sha2::Digest;
+    assert_eq!(hex::encode(sha2::Sha256::digest(&result)), entry.sha256);
+    app.stop().await;
+
+    // Into a store that already holds files: refused, nothing written.
+    let fresh = tempfile::tempdir().unwrap();
+    let into = fresh.path().join("data");
+    let out = cli(&[
+        "restore",
+        "--from",
+        &at,
+        "--data-dir",
+        &into.display().to_string(),
+        "--storage-url",
+        &files_a,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already holds files"));
+    assert!(!into.exists(), "nothing written");
+
+    // Into an empty one: the files go there, and a server on it serves the result.
+    let out = cli(&[
+        "restore",
+        "--from",
+        &at,
+        "--data-dir",
+        &into.display().to_string(),
+        "--storage-url",
+        &files_b,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !into.join("media/keep1m").exists(),
+        "kept in the store only"
+    );
+    let mut s = settings(fresh.path());
+    s.storage_url = Some(files_b.clone());
+    let app = start(fresh, shipped_entities(), s, None).await;
+    let path = format!("/{}", entry.path.trim_start_matches("files/"));
+    let r = app.admin(Method::GET, &path).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap(), result);
+    app.stop().await;
+    for place in [&files_a, &files_b] {
+        entiserve::objects::open(place)
+            .unwrap()
+            .remove_all()
+            .await
+            .unwrap();
+    }
+}

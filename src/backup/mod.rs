@@ -158,6 +158,18 @@ pub fn backup_at(
     to: &Path,
     postgres_lsn: Option<String>,
 ) -> anyhow::Result<PathBuf> {
+    let (dir, manifest) = collect(inst, to, postgres_lsn)?;
+    seal(&dir, &manifest)?;
+    Ok(dir)
+}
+
+/// The first part of a backup: a new folder of `to` with the database's snapshot and the data
+/// directory's files, and the manifest that describes them, not yet written.
+pub(crate) fn collect(
+    inst: &Installation,
+    to: &Path,
+    postgres_lsn: Option<String>,
+) -> anyhow::Result<(PathBuf, Manifest)> {
     std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
     let now = chrono::Utc::now();
     let taken_dt = crate::time::format(now);
@@ -214,12 +226,17 @@ pub fn backup_at(
         postgres_lsn,
         files,
     };
+    Ok((dir, manifest))
+}
+
+/// The last part of a backup: its manifest, which makes it complete.
+pub(crate) fn seal(dir: &Path, manifest: &Manifest) -> anyhow::Result<()> {
     let tmp = dir.join(format!("{MANIFEST}.partial"));
     let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&serde_json::to_vec_pretty(&manifest)?)?;
+    f.write_all(&serde_json::to_vec_pretty(manifest)?)?;
     f.sync_all()?;
     std::fs::rename(&tmp, dir.join(MANIFEST))?;
-    Ok(dir)
+    Ok(())
 }
 
 /// A backup's name: when it was begun (UTC, to the second) and the microseconds within that

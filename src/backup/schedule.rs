@@ -17,6 +17,7 @@ pub fn spawn(
         database_url: settings.database_url(),
     };
     let (every, keep) = (settings.backup_every, settings.backup_keep);
+    let store = settings.storage_url.clone();
     let inst = std::sync::Arc::new(inst);
     tokio::spawn(async move {
         let mut last_good: Option<Instant> = None;
@@ -25,7 +26,7 @@ pub fn spawn(
                 _ = tokio::time::sleep(every) => {}
                 _ = stop.changed() => return,
             }
-            match super::target::take(&inst, &to).await {
+            match super::target::take_from(&inst, store.as_deref(), &to).await {
                 Ok(at) => {
                     last_good = Some(Instant::now());
                     crate::telemetry::backup_taken();

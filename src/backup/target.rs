@@ -40,6 +40,17 @@ impl Target {
 
 /// Takes a backup of `inst` into `to`; returns its location.
 pub async fn take(inst: &Installation, to: &Target) -> anyhow::Result<String> {
+    take_from(inst, None, to).await
+}
+
+/// Takes a backup of `inst`, whose files are in the object store `storage_url` when one is
+/// given (`--storage-url`), into `to`; returns its location. The store's files are copied
+/// after the database's snapshot: every file a row of the snapshot names was stored before it.
+pub async fn take_from(
+    inst: &Installation,
+    storage_url: Option<&str>,
+    to: &Target,
+) -> anyhow::Result<String> {
     let inst = Installation {
         data_dir: inst.data_dir.clone(),
         database_url: inst.database_url.clone(),
@@ -53,11 +64,20 @@ pub async fn take(inst: &Installation, to: &Target) -> anyhow::Result<String> {
         ),
         false => None,
     };
+    let store = storage_url.map(objects::open).transpose()?;
+    let whole = |into: PathBuf| async move {
+        let (dir, mut manifest) =
+            tokio::task::spawn_blocking(move || super::collect(&inst, &into, lsn)).await??;
+        if let Some(store) = &store {
+            manifest.files.extend(store_files(store, &dir).await?);
+        }
+        let sealed = dir.clone();
+        tokio::task::spawn_blocking(move || super::seal(&sealed, &manifest)).await??;
+        anyhow::Ok(dir)
+    };
     match to {
         Target::Dir(d) => {
-            let d = d.clone();
-            let dir =
-                tokio::task::spawn_blocking(move || super::backup_at(&inst, &d, lsn)).await??;
+            let dir = whole(d.clone()).await?;
             Ok(dir.display().to_string())
         }
         Target::Store(place) => {
@@ -65,9 +85,7 @@ pub async fn take(inst: &Installation, to: &Target) -> anyhow::Result<String> {
                 .prefix("entiserve-backup-")
                 .tempdir()
                 .context("cannot create a scratch folder for the backup")?;
-            let into = scratch.path().to_path_buf();
-            let dir =
-                tokio::task::spawn_blocking(move || super::backup_at(&inst, &into, lsn)).await??;
+            let dir = whole(scratch.path().to_path_buf()).await?;
             let name = dir
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -83,6 +101,22 @@ pub async fn take(inst: &Installation, to: &Target) -> anyhow::Result<String> {
             Ok(at.url)
         }
     }
+}
+
+/// Copies every file a server keeps in the object store `store` (bundle files, result files,
+/// working copies of uploads) into `dir/files/`, as the data directory's files are copied;
+/// returns their manifest entries.
+async fn store_files(store: &Place, dir: &Path) -> anyhow::Result<Vec<super::Entry>> {
+    let mut entries = Vec::new();
+    for folder in crate::files::KEPT {
+        for (rel, at) in store.child(folder).list_all().await? {
+            let path = format!("files/{folder}/{rel}");
+            super::ensure_inside(&path)?;
+            let (size, sha256) = store.download_key(&at, &dir.join(&path)).await?;
+            entries.push(super::Entry { path, size, sha256 });
+        }
+    }
+    Ok(entries)
 }
 
 /// The complete backups in `to`, oldest first, by location.
@@ -146,6 +180,41 @@ pub async fn prune(to: &Target, keep: usize) -> anyhow::Result<usize> {
             Ok(gone.len())
         }
     }
+}
+
+/// Restores the backup at `from` into the empty or absent `data_dir` as [`restore`] does, then,
+/// when `storage_url` names an object store (`--storage-url`), moves the files a server keeps
+/// into it, leaving the data directory the database (on SQLite) and scratch space. A store
+/// that already holds such files is refused before anything is written.
+pub async fn restore_into(
+    from: &str,
+    data_dir: &Path,
+    storage_url: Option<&str>,
+) -> anyhow::Result<Manifest> {
+    let Some(url) = storage_url else {
+        return restore(from, data_dir).await;
+    };
+    let place = objects::open(url)?;
+    for folder in crate::files::KEPT {
+        if let Some((rel, _)) = place.child(folder).list_all().await?.first() {
+            anyhow::bail!(
+                "{url} already holds files ({folder}/{rel}): restore into an empty store or prefix"
+            );
+        }
+    }
+    let manifest = restore(from, data_dir).await?;
+    let files = crate::files::Files::open(Some(url), data_dir)?;
+    crate::migrate_data::copy_files(data_dir, &files).await?;
+    for folder in crate::files::KEPT {
+        match std::fs::remove_dir_all(data_dir.join(folder)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e)
+                    .with_context(|| format!("cannot remove {folder} from the data directory"));
+            }
+            _ => {}
+        }
+    }
+    Ok(manifest)
 }
 
 /// Restores the backup at `from` (a folder, or a backup's URL in a store) into the empty or
