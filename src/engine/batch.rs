@@ -152,14 +152,11 @@ impl Engine {
                     .iter()
                     .filter_map(|r| r.as_ref().ok())
                     .collect();
-                if let Some(objs) = exec::insert_group(self, tx, &group, isolate, full).await? {
+                if let Some(ins) = exec::insert_group(self, tx, &group, isolate, full).await? {
                     if let Some(log) = &mut log {
-                        let ids = objs
-                            .iter()
-                            .filter_map(|o| o.get("id").and_then(Json::as_i64));
-                        log.created(&p.entity, ids);
+                        log.created(&p.entity, ins.ids);
                     }
-                    for (k, o) in objs.into_iter().enumerate() {
+                    for (k, o) in ins.objects.into_iter().enumerate() {
                         outcomes[i + k] = Some(Ok(o));
                     }
                     i = j;
