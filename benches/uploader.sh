@@ -6,6 +6,8 @@
 #   benches/uploader.sh                       # SQLite
 #   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/uploader.sh   # and PostgreSQL
 #   COMPARE_BIN=/path/to/older/entiserve benches/uploader.sh   # A/B: the other binary, same runs
+#   COMPARE_ENTITIES=/path/to/older/checkout/entities   # the other binary's own definitions
+#                                                       # (default: this checkout's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS="${ROWS:-1000000}"
@@ -15,6 +17,7 @@ command -v sqlite3 >/dev/null || { echo "install sqlite3 (apt-get install sqlite
 cargo build --release --quiet
 BIN=./target/release/entiserve
 COMPARE_BIN="${COMPARE_BIN:-}"
+COMPARE_ENTITIES="${COMPARE_ENTITIES:-entities}"
 work=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
@@ -36,8 +39,9 @@ now_ms() { date +%s%3N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 start_server() { # data_dir [database_url] [binary]
-  local bin="${3:-$BIN}"
-  local args=(serve --bind "127.0.0.1:$PORT" --data-dir "$1" --entities entities)
+  local bin="${3:-$BIN}" ents=entities
+  [ -n "${3:-}" ] && ents="$COMPARE_ENTITIES"
+  local args=(serve --bind "127.0.0.1:$PORT" --data-dir "$1" --entities "$ents")
   [ -n "${2:-}" ] && args+=(--database-url "$2")
   ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn "$bin" "${args[@]}" 2>"$work/server.log" &
   pid=$!

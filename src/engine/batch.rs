@@ -152,14 +152,11 @@ impl Engine {
                     .iter()
                     .filter_map(|r| r.as_ref().ok())
                     .collect();
-                if let Some(objs) = exec::insert_group(self, tx, &group, isolate, full).await? {
+                if let Some(ins) = exec::insert_group(self, tx, &group, isolate, full).await? {
                     if let Some(log) = &mut log {
-                        let ids = objs
-                            .iter()
-                            .filter_map(|o| o.get("id").and_then(Json::as_i64));
-                        log.created(&p.entity, ids);
+                        log.created(&p.entity, ins.ids);
                     }
-                    for (k, o) in objs.into_iter().enumerate() {
+                    for (k, o) in ins.objects.into_iter().enumerate() {
                         outcomes[i + k] = Some(Ok(o));
                     }
                     i = j;
@@ -197,11 +194,25 @@ impl Engine {
     pub fn after_chunk(&self, prepared: &[Result<Prepared, CallError>], outcomes: &[Outcome]) {
         // Counted per entity and operation, once per chunk.
         let mut applied: BTreeMap<(&str, Op), u64> = BTreeMap::new();
+        // Consecutive calls of the same entity and operation (a chunk is mostly one run) are
+        // added to the map once per run.
+        let mut run: Option<((&str, Op), u64)> = None;
         for (p, o) in prepared.iter().zip(outcomes) {
             if let (Ok(p), Ok(obj)) = (p, o) {
                 self.user_may_have_changed(p, obj);
-                *applied.entry((p.entity.name.as_str(), p.op)).or_default() += 1;
+                let key = (p.entity.name.as_str(), p.op);
+                match &mut run {
+                    Some((k, n)) if *k == key => *n += 1,
+                    _ => {
+                        if let Some((k, n)) = run.replace((key, 1)) {
+                            *applied.entry(k).or_default() += n;
+                        }
+                    }
+                }
             }
+        }
+        if let Some((k, n)) = run {
+            *applied.entry(k).or_default() += n;
         }
         for ((entity, op), n) in applied {
             crate::telemetry::applied(entity, op.name(), n);

@@ -90,25 +90,39 @@ impl<'a> ChunkLog<'a> {
         changes::row_by_key(ex, d, &p.entity, &p.key).await
     }
 
-    /// Notes objects created together (ids in insertion order).
+    /// Notes objects created together (ids in insertion order): a run of consecutive ids
+    /// extends the last create record of `e`, any other id starts a record.
     pub fn created(&mut self, e: &Entity, ids: impl IntoIterator<Item = i64>) {
+        let mut ids = ids.into_iter();
+        let Some(first) = ids.next() else { return };
+        // Whether the last record is a create range of `e`, compared once (not per id).
+        let extends = self
+            .changes
+            .last()
+            .is_some_and(|c| c.op == ChangeOp::Create && c.entity == e.name);
+        let mut last = match self.changes.last_mut() {
+            Some(c) if extends && c.hi + 1 == first => c,
+            _ => self.start_range(e, first),
+        };
         for id in ids {
-            if let Some(last) = self.changes.last_mut()
-                && last.op == ChangeOp::Create
-                && last.entity == e.name
-                && last.hi + 1 == id
-            {
+            if last.hi + 1 == id {
                 last.hi = id;
-                continue;
+            } else {
+                last = self.start_range(e, id);
             }
-            self.changes.push(Change {
-                entity: e.name.clone(),
-                op: ChangeOp::Create,
-                lo: id,
-                hi: id,
-                before: None,
-            });
         }
+    }
+
+    /// A new create record of `e` holding `id`.
+    fn start_range(&mut self, e: &Entity, id: i64) -> &mut Change {
+        self.changes.push(Change {
+            entity: e.name.clone(),
+            op: ChangeOp::Create,
+            lo: id,
+            hi: id,
+            before: None,
+        });
+        self.changes.last_mut().expect("just pushed")
     }
 
     /// Notes an applied call: `outcome` is what it returned, `by_key` the stored row read

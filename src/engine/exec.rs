@@ -207,6 +207,20 @@ pub fn same_shape(a: &Prepared, b: &Prepared) -> bool {
         && a.values.iter().zip(&b.values).all(|(x, y)| x.0 == y.0)
 }
 
+/// The rows a group insert created: their ids, in insertion order, and their objects.
+pub struct Inserted {
+    pub ids: Vec<i64>,
+    pub objects: Vec<serde_json::Value>,
+}
+
+/// `{"id": id}`, built directly: `json!` would serialize the number and parse it back, which
+/// with arbitrary-precision numbers costs a formatting and a parse per row.
+fn id_object(id: &Value) -> serde_json::Value {
+    let mut m = serde_json::Map::with_capacity(1);
+    m.insert("id".into(), id.to_json());
+    serde_json::Value::Object(m)
+}
+
 /// Inserts a group of same-shape creates with one multi-row statement. `None` when a row
 /// broke a constraint: the statement then changed nothing, and the caller runs the rows one
 /// by one to tell which.
@@ -216,7 +230,7 @@ pub async fn insert_group(
     group: &[&Prepared],
     isolate: bool,
     full: bool,
-) -> Result<Option<Vec<serde_json::Value>>, StorageError> {
+) -> Result<Option<Inserted>, StorageError> {
     let first = group[0];
     let e = first.entity.as_ref();
     let d = engine.storage.dialect();
@@ -233,17 +247,18 @@ pub async fn insert_group(
             if isolate {
                 ex.execute("RELEASE SAVEPOINT grp", &[]).await?;
             }
-            Ok(Some(
-                out.iter()
-                    .map(|r| {
-                        if full {
-                            render::object(e, r)
-                        } else {
-                            serde_json::json!({"id": r[0].to_json()})
-                        }
-                    })
-                    .collect(),
-            ))
+            let ids = out.iter().filter_map(|r| r.first()?.as_i64()).collect();
+            let objects = out
+                .iter()
+                .map(|r| {
+                    if full {
+                        render::object(e, r)
+                    } else {
+                        r.first().map_or(serde_json::Value::Null, id_object)
+                    }
+                })
+                .collect();
+            Ok(Some(Inserted { ids, objects }))
         }
         Err(
             StorageError::Unique { .. } | StorageError::ForeignKey | StorageError::NotNull { .. },

@@ -51,7 +51,8 @@ pub fn coerce_strings(
     e: &Entity,
     params: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Map<String, Json>, CallError> {
-    let mut out = Map::new();
+    // Sized for every field at once: growing the map rehashes its keys.
+    let mut out = Map::with_capacity(e.fields.len());
     let mut bad = BTreeMap::new();
     for (k, v) in params {
         match e.field(&k) {

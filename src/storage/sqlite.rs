@@ -128,6 +128,7 @@ impl SqliteStorage {
 struct Arg<'a>(&'a Value);
 
 impl ToSql for Arg<'_> {
+    #[inline]
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         Ok(match self.0 {
             Value::Int(Some(i)) => ToSqlOutput::Borrowed(ValueRef::Integer(*i)),
