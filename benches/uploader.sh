@@ -8,19 +8,24 @@
 #   COMPARE_BIN=/path/to/older/entiserve benches/uploader.sh   # A/B: the other binary, same runs
 #   COMPARE_ENTITIES=/path/to/older/checkout/entities   # the other binary's own definitions
 #                                                       # (default: this checkout's)
+#   STORAGE_URL=s3://entiserve-tests benches/uploader.sh   # files in an object store: each
+#       upload gets a fresh prefix below it (removed afterwards from an S3 store at
+#       AWS_ENDPOINT_URL); the AWS_* variables as for the server (scripts/seaweedfs.sh prints them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS="${ROWS:-1000000}"
 RUNS="${RUNS:-3}"
 PORT="${PORT:-18191}"
+STORAGE_URL="${STORAGE_URL:-}"
 command -v sqlite3 >/dev/null || { echo "install sqlite3 (apt-get install sqlite3)" >&2; exit 1; }
 cargo build --release --quiet
-BIN=./target/release/entiserve
+BIN="${CARGO_TARGET_DIR:-./target}/release/entiserve"
 COMPARE_BIN="${COMPARE_BIN:-}"
 COMPARE_ENTITIES="${COMPARE_ENTITIES:-entities}"
 work=$(mktemp -d)
 pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+prefix=""
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; remove_prefix; rm -rf "$work"; }
 trap cleanup EXIT
 
 gen() { # rows fail_every file
@@ -38,11 +43,33 @@ gen "$ROWS" 100 "$work/fail1.csv"
 now_ms() { date +%s%3N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
+# With STORAGE_URL, every server start gets a prefix of its own below it.
+new_prefix() { prefix="${STORAGE_URL%/}/uploader-$(date +%s)-$RANDOM"; }
+# Removes the objects under the current prefix when it is in an S3 store at AWS_ENDPOINT_URL
+# (SeaweedFS in the tests); other stores keep them.
+remove_prefix() {
+  [ -n "$prefix" ] && [ -n "${AWS_ENDPOINT_URL:-}" ] && [[ "$prefix" == s3://* ]] || { prefix=""; return 0; }
+  local rest="${prefix#s3://}" keys
+  local bucket="${rest%%/*}" path="${rest#*/}"
+  s3() {
+    curl -s --aws-sigv4 "aws:amz:${AWS_DEFAULT_REGION:-us-east-1}:s3" \
+      --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -X "$1" "$AWS_ENDPOINT_URL/$2"
+  }
+  for _ in $(seq 1 100); do
+    keys=$(s3 GET "$bucket?list-type=2&max-keys=1000&prefix=${path//\//%2F}%2F" |
+      grep -o '<Key>[^<]*</Key>' | sed -e 's/<Key>//' -e 's/<\/Key>//' || true)
+    [ -z "$keys" ] && break
+    while read -r key; do s3 DELETE "$bucket/$key" >/dev/null; done <<<"$keys"
+  done
+  prefix=""
+}
+
 start_server() { # data_dir [database_url] [binary]
   local bin="${3:-$BIN}" ents=entities
   [ -n "${3:-}" ] && ents="$COMPARE_ENTITIES"
   local args=(serve --bind "127.0.0.1:$PORT" --data-dir "$1" --entities "$ents")
   [ -n "${2:-}" ] && args+=(--database-url "$2")
+  if [ -n "$STORAGE_URL" ]; then new_prefix; args+=(--storage-url "$prefix"); fi
   ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn "$bin" "${args[@]}" 2>"$work/server.log" &
   pid=$!
   for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && return; sleep 0.05; done
@@ -62,6 +89,7 @@ upload_once() { # file database_url [binary] -> "ms rss_kb ok_rows"
   rss=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
   ok=$(grep -c '^OK,' "$work/result.csv" || true)
   stop_server
+  remove_prefix
   echo "$((t1 - t0)) $rss $ok"
 }
 
@@ -116,7 +144,7 @@ row() { # label file database_url
   echo
 }
 
-echo "runs: $RUNS, rows: $ROWS, machine: $(nproc) cores"
+echo "runs: $RUNS, rows: $ROWS, machine: $(nproc) cores, files: ${STORAGE_URL:-the data directory}"
 echo
 if [ -n "$COMPARE_BIN" ]; then
   echo "| backend, file | rows | upload (median) | sqlite3 .import (median) | ratio | peak RSS | rows OK | $COMPARE_BIN (median) | this / that |"

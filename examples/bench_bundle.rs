@@ -78,6 +78,12 @@ struct Args {
     /// Polling interval of `GET /bgrs/<rid>`, in ms.
     #[arg(long, default_value_t = 10)]
     poll_ms: u64,
+    /// An object store for the server's files (`s3://bucket/prefix`, with the usual AWS_*
+    /// variables; `file:///path`, ...): every backend is then measured twice, with its files
+    /// in the data directory and in the store (a fresh prefix below the URL per server), and
+    /// the baseline stores the files into the store too.
+    #[arg(long, env = "STORAGE_URL")]
+    storage_url: Option<String>,
     /// Entity definitions the server serves.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/entities"))]
     entities: PathBuf,
@@ -183,12 +189,14 @@ impl Server {
         helper: &Path,
         data_dir: &Path,
         database_url: Option<&str>,
+        storage_url: Option<&str>,
     ) -> Result<Server> {
         let mut s = entiserve::settings::Settings::new(data_dir, &args.entities);
         s.bind = "127.0.0.1:0".parse()?;
         s.admin_password = Some(ADMIN_PASSWORD.into());
         s.shutdown_grace = Duration::from_secs(5);
         s.database_url = database_url.map(str::to_string);
+        s.storage_url = storage_url.map(str::to_string);
         s.helper_exe = helper.to_path_buf();
         let app = entiserve::App::build(s)
             .await
@@ -344,7 +352,26 @@ async fn one_run(api: &Api, zip: Vec<u8>, name: &str, pages: usize, poll: Durati
     })
 }
 
-/// Starts a server for `backend`, runs the bundle `args.runs` times and stops it.
+/// A fresh place below the `--storage-url` for one server or one baseline: its URL and its
+/// name below the URL.
+fn fresh_store(url: &str, what: &str) -> (String, String) {
+    let name = format!("bench-bundle-{what}-{}", random_hex());
+    (format!("{}/{name}", url.trim_end_matches('/')), name)
+}
+
+/// Removes what a benchmark stored under `name` below the `--storage-url`.
+async fn remove_store(url: &str, name: &str) {
+    let removed = match entiserve::files::Files::open(Some(url), Path::new(".")) {
+        Ok(files) => files.remove_prefix(name).await.map_err(anyhow::Error::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = removed {
+        eprintln!("cannot remove {name} from the store: {e:#}");
+    }
+}
+
+/// Starts a server for `backend` (its files in `storage_url` when given), runs the bundle
+/// `args.runs` times and stops it.
 async fn bench_backend(
     report: &mut Report,
     args: &Args,
@@ -352,12 +379,22 @@ async fn bench_backend(
     zip: &[u8],
     backend: Backend,
     database_url: Option<&str>,
+    storage_url: Option<&str>,
 ) -> Result<()> {
-    let label = backend.label();
+    let label = match storage_url {
+        Some(_) => format!("{}, object store", backend.label()),
+        None => backend.label().to_string(),
+    };
+    let label = label.as_str();
     let data = tempfile::Builder::new()
         .prefix("entiserve-bench-")
         .tempdir()?;
-    let server = Server::start(args, helper, data.path(), database_url).await?;
+    let place = storage_url.map(|u| (u, fresh_store(u, "server")));
+    if let Some((_, (u, _))) = &place {
+        eprintln!("[{label}] files in {}", redact(u));
+    }
+    let server_store = place.as_ref().map(|(_, (u, _))| u.as_str());
+    let server = Server::start(args, helper, data.path(), database_url, server_store).await?;
     let api = Api::new(&server.base)?;
     // The first request verifies the password (argon2); later ones hit the credential cache.
     api.get("/users/me").await?;
@@ -400,6 +437,9 @@ async fn bench_backend(
         }
     }
     server.stop().await?;
+    if let Some((base, (_, name))) = &place {
+        remove_store(base, name).await;
+    }
     result?;
     for (what, stats) in [
         (
@@ -459,14 +499,29 @@ impl PgDatabase {
 }
 
 /// PostgreSQL on a fresh database, dropped afterwards.
-async fn bench_postgres(report: &mut Report, args: &Args, helper: &Path, zip: &[u8]) -> Result<()> {
+async fn bench_postgres(
+    report: &mut Report,
+    args: &Args,
+    helper: &Path,
+    zip: &[u8],
+    storage_url: Option<&str>,
+) -> Result<()> {
     let admin_url = args
         .database_url
         .as_deref()
         .context("--backend postgres needs --database-url")?;
     let db = PgDatabase::create(admin_url).await?;
     let url = db.url.clone();
-    let result = bench_backend(report, args, helper, zip, Backend::Postgres, Some(&url)).await;
+    let result = bench_backend(
+        report,
+        args,
+        helper,
+        zip,
+        Backend::Postgres,
+        Some(&url),
+        storage_url,
+    )
+    .await;
     db.drop_database().await?;
     result
 }
@@ -499,7 +554,19 @@ async fn baselines(
     let limits = entiserve::uploader::bundle::ZipLimits::default();
     let store_cap = entiserve::settings::Settings::new("data", "entities").max_upload_store_bytes;
     let store = entiserve::files::Files::local(dir.path().join("media"));
+    let remote_place = args
+        .storage_url
+        .as_deref()
+        .map(|u| fresh_store(u, "baseline"));
+    let remote = match &remote_place {
+        Some((u, _)) => Some(
+            entiserve::files::Files::open(Some(u), dir.path())
+                .context("the --storage-url store does not open")?,
+        ),
+        None => None,
+    };
     let (mut extract, mut memory, mut files, mut child, mut put) = Default::default();
+    let mut put_remote = Stats::default();
     for run in 1..=args.runs {
         let out = dir.path().join(format!("extract-{run}"));
         settle();
@@ -535,6 +602,26 @@ async fn baselines(
         let n = split_contained(helper, &input, &out, max, &ChildLimits::default()).await?;
         Stats::push(&mut child, elapsed_ms(t));
         ensure!(n == args.pages, "the child split {n} pages");
+
+        // Into the object store first (copies: the local files are moved below).
+        if let Some(remote) = &remote {
+            settle();
+            let t = Instant::now();
+            for p in 1..=n {
+                let key = format!("markers/run{run}/pages/page-{p:03}.pdf");
+                remote.put_copy(&key, &out.join(page_file(p))).await?;
+            }
+            for (rel, file) in &extracted.res {
+                remote
+                    .put_copy(&format!("assets/run{run}/res/{rel}"), file)
+                    .await?;
+            }
+            Stats::push(&mut put_remote, elapsed_ms(t));
+            eprintln!(
+                "[baseline] run {run}: store into the object store {:.0} ms",
+                put_remote.0[run - 1]
+            );
+        }
 
         // As the plugins store them: the one-page PDFs, then the res/ files (renames).
         settle();
@@ -584,6 +671,17 @@ async fn baselines(
             backend: "baseline".into(),
             what: what.into(),
             stats,
+        });
+    }
+    if let (Some(base), Some((_, name))) = (&args.storage_url, &remote_place) {
+        remove_store(base, name).await;
+        report.rows.push(Row {
+            backend: "baseline".into(),
+            what: format!(
+                "`Files::put_copy` (object store, one at a time) of the {} pages and {} res/ files",
+                args.pages, args.pages
+            ),
+            stats: put_remote,
         });
     }
     Ok(())
@@ -670,16 +768,31 @@ async fn run(args: Args) -> Result<()> {
     if let Err(e) = baselines(&mut report, &args, &helper, &pdf, &zip).await {
         failures.push(format!("baseline: {e:#}"));
     }
+    let stores: Vec<Option<&str>> = match &args.storage_url {
+        Some(u) => vec![None, Some(u.as_str())],
+        None => vec![None],
+    };
     for backend in backends(&args) {
-        let result = match backend {
-            Backend::Sqlite => {
-                bench_backend(&mut report, &args, &helper, &zip, backend, None).await
+        for &store in &stores {
+            let result = match backend {
+                Backend::Sqlite => {
+                    bench_backend(&mut report, &args, &helper, &zip, backend, None, store).await
+                }
+                Backend::Postgres => bench_postgres(&mut report, &args, &helper, &zip, store).await,
+            };
+            let label = format!(
+                "{}{}",
+                backend.label(),
+                if store.is_some() {
+                    ", object store"
+                } else {
+                    ""
+                }
+            );
+            if let Err(e) = result {
+                eprintln!("[{label}] failed: {e:#}");
+                failures.push(format!("{label}: {e:#}"));
             }
-            Backend::Postgres => bench_postgres(&mut report, &args, &helper, &zip).await,
-        };
-        if let Err(e) = result {
-            eprintln!("[{}] failed: {e:#}", backend.label());
-            failures.push(format!("{}: {e:#}", backend.label()));
         }
     }
     print_report(&report, &args, pdf.len(), zip.len());

@@ -250,10 +250,15 @@ impl Auth {
             params,
             prehashed: true,
         };
-        engine
-            .call(&system, &call)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot create the admin user: {}", e.description()))?;
+        if let Err(e) = engine.call(&system, &call).await {
+            // Servers started together on one new database each find it empty; the first
+            // creates `admin`, and the others' create fails on the login's uniqueness.
+            if store::count_users(self.storage.as_ref()).await? > 0 {
+                tracing::info!("the admin user was created by another server");
+                return Ok(None);
+            }
+            anyhow::bail!("cannot create the admin user: {}", e.description());
+        }
         Ok(generated.then_some(password))
     }
 }

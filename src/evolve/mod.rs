@@ -17,7 +17,7 @@ pub use record::{RecordedEntity, RecordedField};
 use crate::schema::{Catalog, Entity};
 use crate::storage::definitions::{self, ChangeRow, DefinitionRow};
 use crate::storage::evolve as sql;
-use crate::storage::{PoolExec, Storage, StorageError, Value};
+use crate::storage::{Dialect, PoolExec, Storage, StorageError, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
@@ -192,7 +192,18 @@ pub async fn run(
     server: &str,
 ) -> Result<Outcome, EvolveError> {
     let d = storage.dialect();
-    // Columns are read before the transaction: on SQLite it holds the only writer connection.
+    // On PostgreSQL the lock is taken before anything is read: servers started together on one
+    // database would otherwise each read the same tables and each plan the same changes, and
+    // all but the first would fail applying them ("column ... already exists"). With the lock
+    // held, the reads below (on other connections) see what the server before this one
+    // committed. On SQLite the transaction holds the only writer connection, which the reads
+    // need, so they come before it (and one SQLite file has one server).
+    let mut locked = None;
+    if d == Dialect::Postgres {
+        let mut tx = storage.begin().await?;
+        sql::lock_changes(tx.as_mut(), d).await?;
+        locked = Some(tx);
+    }
     let mut columns: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut wanted: BTreeSet<String> = catalog.entities.keys().cloned().collect();
     wanted.extend(
@@ -211,8 +222,14 @@ pub async fn run(
     for t in &wanted {
         columns.insert(t.clone(), storage.table_columns(t).await?);
     }
-    let mut tx = storage.begin().await?;
-    sql::lock_changes(tx.as_mut(), d).await?;
+    let mut tx = match locked {
+        Some(tx) => tx,
+        None => {
+            let mut tx = storage.begin().await?;
+            sql::lock_changes(tx.as_mut(), d).await?;
+            tx
+        }
+    };
     let mut out = Outcome::default();
     let mut actions: Vec<Action> = crate::storage::counts::setup(d)
         .into_iter()

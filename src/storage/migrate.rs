@@ -65,29 +65,31 @@ pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {
             "CREATE TABLE IF NOT EXISTS \"schema_versions\" (\"version\" BIGINT PRIMARY KEY, \"applied_dt\" TEXT NOT NULL)".to_string(),
         ])
         .await?;
-    let applied = storage
-        .fetch(
-            "SELECT COALESCE(MAX(\"version\"), 0) FROM \"schema_versions\"",
-            &[],
-            &[ColType::Int],
-        )
-        .await?
-        .first()
-        .and_then(|r| r[0].as_i64())
-        .unwrap_or(0);
+    let at = applied(&mut super::AutoCommit(storage)).await?;
     for (version, sqlite, pg) in MIGRATIONS {
-        if *version <= applied {
+        if *version <= at {
             continue;
         }
         let script = match dialect {
             Dialect::Sqlite => sqlite,
             Dialect::Postgres => pg,
         };
+        // The version is recorded first, in the script's transaction (which holds the schema
+        // lock on PostgreSQL): when several servers start on one new database at once, each
+        // reads the same applied version above, but only the first to get the lock runs the
+        // script; the others' insert of the version fails before their script runs, and they
+        // go on once they see the version recorded.
         let record = format!(
-            "INSERT INTO \"schema_versions\" (\"version\", \"applied_dt\") VALUES ({version}, '{}') ON CONFLICT DO NOTHING",
+            "INSERT INTO \"schema_versions\" (\"version\", \"applied_dt\") VALUES ({version}, '{}')",
             crate::time::now()
         );
-        storage.batch_ddl(&[script.to_string(), record]).await?;
+        if let Err(e) = storage.batch_ddl(&[record, script.to_string()]).await {
+            if applied(&mut super::AutoCommit(storage)).await? >= *version {
+                tracing::info!(version, "migration applied by another server");
+                continue;
+            }
+            return Err(e.into());
+        }
         tracing::info!(version, "applied migration");
     }
     Ok(())
