@@ -6,6 +6,7 @@
 //! with the reason. Calls from clients are never `prehashed`, so no client can set a hash.
 
 use crate::auth::password;
+use crate::jobs::queue::ItemTexts;
 use crate::schema::Entity;
 use serde_json::{Map, Value as Json};
 
@@ -86,16 +87,32 @@ pub fn seal_blocking(e: &Entity, params: &mut Map<String, Json>) {
     }
 }
 
-/// Seals the secret values of batch items (objects; other items are left for the call to
-/// refuse), a few at a time.
-pub async fn seal_items(e: &Entity, items: &mut [Json]) {
+/// The texts of batch items with their secret values sealed (objects; other items are left
+/// for the call to refuse), a few at a time: one item at a time is parsed, sealed and written
+/// back, so a large batch is never held as values.
+pub async fn seal_items(e: &Entity, items: &ItemTexts) -> ItemTexts {
     use futures::StreamExt;
     let width = std::thread::available_parallelism().map_or(1, |n| n.get());
-    futures::stream::iter(items.iter_mut())
-        .for_each_concurrent(width, |item| async move {
-            if let Json::Object(m) = item {
-                seal(e, m).await;
-            }
-        })
-        .await;
+    let mut out = ItemTexts::default();
+    let mut sealed = futures::stream::iter(0..items.len())
+        .map(|i| seal_text(e, items.get(i)))
+        .buffered(width);
+    let mut i = 0;
+    while let Some(text) = sealed.next().await {
+        out.push(text.as_deref().unwrap_or(items.get(i)));
+        i += 1;
+    }
+    out
+}
+
+/// The text of one item with its secret values sealed; `None` when it is not an object (kept
+/// as it is).
+async fn seal_text(e: &Entity, text: &str) -> Option<String> {
+    match serde_json::from_str::<Json>(text) {
+        Ok(Json::Object(mut m)) => {
+            seal(e, &mut m).await;
+            Some(Json::Object(m).to_string())
+        }
+        _ => None,
+    }
 }

@@ -6,7 +6,7 @@ use super::{AppState, json_response};
 use crate::engine::batch::item_call;
 use crate::engine::whole::Mode;
 use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
-use crate::jobs::queue::{NewRequest, Reply};
+use crate::jobs::queue::{ItemTexts, NewRequest, Reply};
 use poem::http::StatusCode;
 use poem::{Request, Response};
 use serde_json::{Value as Json, json};
@@ -99,7 +99,7 @@ pub async fn run(
     caller: &Caller,
     entity: &str,
     op: Op,
-    items: Vec<Json>,
+    items: ItemTexts,
 ) -> Result<Response> {
     let Some(e) = state.engine.catalog.load().get(entity).cloned() else {
         return Err(CallError::UnknownEntity(entity.to_string()).into());
@@ -121,7 +121,7 @@ pub async fn run(
         // Stored items never hold a secret in clear.
         let prehashed = op != Op::Delete && crate::engine::secrets::has_secrets(&e);
         if prehashed {
-            crate::engine::secrets::seal_items(&e, &mut items).await;
+            items = crate::engine::secrets::seal_items(&e, &items).await;
         }
         let mut params = serde_json::Map::new();
         params.insert("op".into(), json!(op));
@@ -150,8 +150,17 @@ pub async fn run(
             return Ok(reply_response(reply));
         }
     }
-    let calls: Vec<Result<Call, CallError>> =
-        items.iter().map(|i| item_call(entity, op, i)).collect();
+    let calls: Vec<Result<Call, CallError>> = items
+        .iter()
+        .map(|text| {
+            item_call(
+                entity,
+                op,
+                &serde_json::from_str(text).unwrap_or(Json::Null),
+            )
+        })
+        .collect();
+    drop(items);
     let outcomes = if mode.whole() {
         state
             .engine
@@ -203,7 +212,9 @@ pub async fn background_call(
         } else {
             Json::Object(params)
         },
-        items: vec![serde_json::to_value(&call).map_err(|_| ApiError::Call(CallError::Internal))?],
+        items: ItemTexts::of_values(&[
+            serde_json::to_value(&call).map_err(|_| ApiError::Call(CallError::Internal))?
+        ]),
         total: None,
         content_type: "application/json".into(),
         run_here: false,

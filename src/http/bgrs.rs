@@ -348,7 +348,7 @@ impl BgrsApi {
             kind: crate::jobs::kinds::KindId::Undo,
             entity: r.entity.clone(),
             params: crate::jobs::undo::params_of(&r),
-            items: Vec::new(),
+            items: Default::default(),
             total: Some(total),
             content_type: "application/json".into(),
             run_here: false,

@@ -2,7 +2,9 @@
 //! URL-encoded form or a multipart form.
 
 use super::error::{ApiError, Result};
+use crate::jobs::queue::ItemTexts;
 use poem::{Body, Request};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value as Json};
 
 /// Query parameters the HTTP layer reads itself; they are never entity fields.
@@ -25,7 +27,8 @@ pub const RESERVED_QUERY: &[&str] = &[
 pub enum Payload {
     None,
     Object(Map<String, Json>),
-    Array(Vec<Json>),
+    /// The items of a JSON array, each as its compact JSON text.
+    Array(ItemTexts),
     /// Form fields: string values, to be coerced to field types.
     Strings(Vec<(String, String)>),
 }
@@ -134,6 +137,13 @@ async fn collect(req: &Request, body: Body, limits: &Limits) -> Result<Vec<u8>> 
             {
                 return Err(too_large(limit, body_name(*b)));
             }
+            // A batch's declared size is taken at once: growing the buffer by doubling would
+            // hold the old and the new copy together on the way.
+            if let Some(n) = declared
+                && *b == b'['
+            {
+                buf.reserve_exact((n as usize).saturating_sub(buf.len()));
+            }
         }
         if buf.len() + chunk.len() > limit {
             let first = buf
@@ -167,7 +177,7 @@ pub async fn read(req: &Request, body: Body, limits: &Limits) -> Result<Payload>
     }
     match ct.as_str() {
         "application/json" | "" if ct == "application/json" || looks_like_json(&bytes) => {
-            parse_json(&bytes, limits)
+            parse_json(bytes, limits)
         }
         "application/x-www-form-urlencoded" => serde_urlencoded::from_bytes(&bytes)
             .map(Payload::Strings)
@@ -183,22 +193,34 @@ fn unsupported(ct: &str) -> ApiError {
 }
 
 /// An object, or an array of at most `batch_items` items (refused at the first item past the
-/// limit, before the rest is parsed).
-fn parse_json(bytes: &[u8], limits: &Limits) -> Result<Payload> {
+/// limit, before the rest is parsed). An array is checked as `serde_json::Value` would parse
+/// it, item by item without building the values, and its items are then kept as their texts
+/// within the body itself: no tree of values and no second copy of the batch.
+fn parse_json(bytes: Vec<u8>, limits: &Limits) -> Result<Payload> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
     if first == Some(b'[') && limits.batch_bytes > 0 {
         let over = std::cell::Cell::new(false);
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let items = serde::de::DeserializeSeed::deserialize(
-            Items {
-                max: limits.batch_items,
-                over: &over,
-            },
-            &mut de,
-        )
-        .and_then(|items| de.end().map(|()| items));
-        return match items {
-            Ok(items) => Ok(Payload::Array(items)),
+        let mut scratch = Vec::new();
+        let mut count = 0;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let checked = Items {
+            max: limits.batch_items,
+            over: &over,
+            scratch: &mut scratch,
+            count: &mut count,
+        }
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
+        return match checked {
+            Ok(()) => {
+                let spans = item_spans(&bytes);
+                debug_assert_eq!(spans.len(), count);
+                String::from_utf8(bytes)
+                    .map(|text| Payload::Array(ItemTexts::in_text(text, spans)))
+                    .map_err(|_| {
+                        ApiError::BadRequest("malformed JSON: the body is not UTF-8".into())
+                    })
+            }
             Err(_) if over.get() => Err(ApiError::TooLarge(format!(
                 "a batch holds at most {} items",
                 limits.batch_items
@@ -206,10 +228,10 @@ fn parse_json(bytes: &[u8], limits: &Limits) -> Result<Payload> {
             Err(e) => Err(ApiError::BadRequest(format!("malformed JSON: {e}"))),
         };
     }
-    match serde_json::from_slice::<Json>(bytes) {
+    match serde_json::from_slice::<Json>(&bytes) {
         Ok(Json::Object(m)) => Ok(Payload::Object(m)),
         // Where batches are not taken, an array is only as large as a small body.
-        Ok(Json::Array(a)) => Ok(Payload::Array(a)),
+        Ok(Json::Array(a)) => Ok(Payload::Array(ItemTexts::of_values(&a))),
         Ok(_) => Err(ApiError::BadRequest(
             "the JSON body must be an object or an array".into(),
         )),
@@ -217,34 +239,230 @@ fn parse_json(bytes: &[u8], limits: &Limits) -> Result<Payload> {
     }
 }
 
-/// The items of a JSON array, counted as they are parsed.
+/// Where each item of a JSON array starts and ends in `bytes`, which hold that array, checked
+/// already: after the `[`, an item ends at a `,` or at the `]` outside strings and nested
+/// values, without the white space around it.
+fn item_spans(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let Some(open) = bytes.iter().position(|b| *b == b'[') else {
+        return spans;
+    };
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut start: Option<usize> = None;
+    let close = |spans: &mut Vec<(usize, usize)>, start: usize, end: usize| {
+        let text = &bytes[start..end];
+        let trailing = text
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
+        spans.push((start, end - trailing));
+    };
+    for (i, &b) in bytes.iter().enumerate().skip(open + 1) {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            b',' if depth == 0 => {
+                if let Some(s) = start.take() {
+                    close(&mut spans, s, i);
+                }
+            }
+            b']' if depth == 0 => {
+                if let Some(s) = start.take() {
+                    close(&mut spans, s, i);
+                }
+                break;
+            }
+            _ => {
+                start.get_or_insert(i);
+                match b {
+                    b'"' => in_string = true,
+                    b'[' | b'{' => depth += 1,
+                    b']' | b'}' => depth -= 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    spans
+}
+
+/// The items of a JSON array, counted and checked as they are parsed.
 struct Items<'a> {
     max: usize,
     over: &'a std::cell::Cell<bool>,
+    /// Where an item is written while it is checked.
+    scratch: &'a mut Vec<u8>,
+    count: &'a mut usize,
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for Items<'_> {
-    type Value = Vec<Json>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+impl<'de> DeserializeSeed<'de> for Items<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for Items<'_> {
-    type Value = Vec<Json>;
+impl<'de> Visitor<'de> for Items<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a JSON array")
     }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.max));
-        while let Some(item) = seq.next_element::<Json>()? {
-            if out.len() == self.max {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(()) = seq.next_element_seed(Transcode(&mut *self.scratch))? {
+            self.scratch.clear();
+            if *self.count == self.max {
                 self.over.set(true);
                 return Err(serde::de::Error::custom("too many items"));
             }
-            out.push(item);
+            *self.count += 1;
         }
-        Ok(out)
+        Ok(())
+    }
+}
+
+/// serde_json's name for a number kept as its text (`arbitrary_precision`): a number reaches a
+/// visitor as a map with this one key.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Writes the JSON value being parsed to the buffer as compact JSON: the text
+/// `serde_json::Value`'s `to_string` gives for it, and refused where parsing a `Value` is
+/// (the same calls of the parser, so the same errors at the same places, nesting limit
+/// included), but without building the value.
+struct Transcode<'a>(&'a mut Vec<u8>);
+
+impl Transcode<'_> {
+    fn string<E: serde::de::Error>(&mut self, s: &str) -> Result<(), E> {
+        serde_json::to_writer(&mut *self.0, s).map_err(E::custom)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Transcode<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Transcode<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.0.extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        self.0.extend_from_slice(v.to_string().as_bytes());
+        Ok(())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.0.extend_from_slice(v.to_string().as_bytes());
+        Ok(())
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<(), E> {
+        let n = serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number);
+        self.0.extend_from_slice(n.to_string().as_bytes());
+        Ok(())
+    }
+    fn visit_str<E: serde::de::Error>(mut self, v: &str) -> Result<(), E> {
+        self.string(v)
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.0.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        self.0.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.0.push(b'[');
+        let mut first = true;
+        loop {
+            let at = self.0.len();
+            if !first {
+                self.0.push(b',');
+            }
+            if seq.next_element_seed(Transcode(&mut *self.0))?.is_none() {
+                self.0.truncate(at);
+                break;
+            }
+            first = false;
+        }
+        self.0.push(b']');
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let at = self.0.len();
+        self.0.push(b'{');
+        let mut first = true;
+        loop {
+            let key_at = self.0.len();
+            if !first {
+                self.0.push(b',');
+            }
+            let Some(number) = map.next_key_seed(Key {
+                out: &mut *self.0,
+                first,
+            })?
+            else {
+                self.0.truncate(key_at);
+                break;
+            };
+            if number {
+                // A number: its text, checked as `Value` checks it.
+                self.0.truncate(at);
+                let text: String = map.next_value()?;
+                let n: serde_json::Number = text.parse().map_err(serde::de::Error::custom)?;
+                self.0.extend_from_slice(n.to_string().as_bytes());
+                return Ok(());
+            }
+            self.0.push(b':');
+            map.next_value_seed(Transcode(&mut *self.0))?;
+            first = false;
+        }
+        self.0.push(b'}');
+        Ok(())
+    }
+}
+
+/// An object's key, written as a JSON string; `true` for the first key when it marks a number.
+struct Key<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Key<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_> {
+    type Value = bool;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string key")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<bool, E> {
+        if self.first && v == NUMBER_TOKEN {
+            return Ok(true);
+        }
+        serde_json::to_writer(&mut *self.out, v).map_err(E::custom)?;
+        Ok(false)
     }
 }
 

@@ -499,7 +499,7 @@ async fn upload(
         entity,
         params: serde_json::to_value(&plan)
             .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?,
-        items: Vec::new(),
+        items: Default::default(),
         total: Some(plan.layout.rows as i64),
         content_type: format!("text/csv; charset={}", encoding.name()),
         run_here: !background,

@@ -3,7 +3,7 @@
 use super::kinds::KindId;
 use super::{IN_PROGRESS, Jobs, LEASE_SECS, unix_now};
 use crate::storage::idempotency::{self, ReplyRow};
-use crate::storage::request_log::{self, ItemRow};
+use crate::storage::request_log;
 use crate::storage::requests::{self, Claim, NewRequestRow};
 use crate::storage::{Dialect, Exec, Result};
 use serde_json::Value as Json;
@@ -18,8 +18,8 @@ pub struct NewRequest {
     pub entity: String,
     /// Request-level parameters (for a batch: the operation).
     pub params: Json,
-    /// One JSON value per item, in order.
-    pub items: Vec<Json>,
+    /// The JSON text of each item, in order.
+    pub items: ItemTexts,
     /// Number of items when they are not stored as rows (uploads count lines).
     pub total: Option<i64>,
     pub content_type: String,
@@ -28,6 +28,66 @@ pub struct NewRequest {
     pub run_here: bool,
     /// Details entries to log after the acceptance (e.g. ZIP extraction).
     pub details: Vec<String>,
+}
+
+/// The JSON texts of a request's items, held in one buffer: a batch of 100,000 items is a
+/// few allocations, not a tree of values per item. The buffer may be the request body itself,
+/// the items being where the array holds them. Items are stored as these texts.
+#[derive(Debug, Clone, Default)]
+pub struct ItemTexts {
+    text: String,
+    /// Where each item's text starts and ends in `text`.
+    spans: Vec<(usize, usize)>,
+}
+
+impl ItemTexts {
+    /// The items of `text` at `spans` (each a `char` boundary pair within `text`).
+    pub fn in_text(text: String, spans: Vec<(usize, usize)>) -> ItemTexts {
+        ItemTexts { text, spans }
+    }
+
+    /// The texts of `values`.
+    pub fn of_values(values: &[Json]) -> ItemTexts {
+        let mut out = ItemTexts::default();
+        for v in values {
+            out.push_value(v);
+        }
+        out
+    }
+
+    /// Appends the text of one item.
+    pub fn push(&mut self, text: &str) {
+        let start = self.text.len();
+        self.text.push_str(text);
+        self.spans.push((start, self.text.len()));
+    }
+
+    /// Appends the text of `v`.
+    pub fn push_value(&mut self, v: &Json) {
+        use std::fmt::Write;
+        let start = self.text.len();
+        let _ = write!(self.text, "{v}");
+        self.spans.push((start, self.text.len()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The text of item `i`.
+    pub fn get(&self, i: usize) -> &str {
+        let (start, end) = self.spans[i];
+        &self.text[start..end]
+    }
+
+    /// The texts in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
 }
 
 /// A stored reply for an idempotency key.
@@ -107,16 +167,7 @@ impl Jobs {
             heartbeat_at: req.run_here.then(unix_now),
         };
         requests::insert(tx.as_mut(), d, &row).await?;
-        let items = req
-            .items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| ItemRow {
-                seq: i as i64,
-                item: item.to_string(),
-            })
-            .collect();
-        request_log::insert_items(tx.as_mut(), d, &rid, items).await?;
+        request_log::insert_items(tx.as_mut(), d, &rid, &req.items).await?;
         add_detail(
             tx.as_mut(),
             d,

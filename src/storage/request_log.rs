@@ -60,18 +60,27 @@ async fn insert_rows(
     Ok(())
 }
 
-/// Stores the items of `rid` inside `ex`.
+/// Stores the items of `rid` inside `ex`, numbered from 0. The rows of one statement at a
+/// time are made from the texts.
 pub async fn insert_items(
     ex: &mut dyn Exec,
     d: Dialect,
     rid: &str,
-    items: Vec<ItemRow>,
+    items: &crate::jobs::queue::ItemTexts,
 ) -> Result<()> {
-    let rows = items
-        .into_iter()
-        .map(|i| vec![Value::text(rid), Value::int(i.seq), Value::text(i.item)])
-        .collect();
-    insert_rows(ex, d, "bg_items", &["rid", "seq", "item"], rows).await
+    for start in (0..items.len()).step_by(INSERT_ROWS) {
+        let rows = (start..items.len().min(start + INSERT_ROWS))
+            .map(|i| {
+                vec![
+                    Value::text(rid),
+                    Value::int(i as i64),
+                    Value::text(items.get(i)),
+                ]
+            })
+            .collect();
+        insert_rows(ex, d, "bg_items", &["rid", "seq", "item"], rows).await?;
+    }
+    Ok(())
 }
 
 /// Up to `limit` items of `rid` from `seq` on, in order. Read on the writer's connection, as
