@@ -103,7 +103,15 @@ impl Place {
         let mut src = tokio::fs::File::open(from)
             .await
             .with_context(|| format!("cannot open {}", from.display()))?;
-        let mut out = object_store::buffered::BufWriter::new(self.store.clone(), self.key(rel));
+        // Parts of 5 MiB (S3's smallest), two in flight: the memory an upload holds stays near
+        // 15 MiB however large the file (the crate's default, 10 MiB parts eight at a time,
+        // held some 90 MiB).
+        let mut out = object_store::buffered::BufWriter::with_capacity(
+            self.store.clone(),
+            self.key(rel),
+            5 << 20,
+        )
+        .with_max_concurrency(2);
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let n = src.read(&mut buf).await?;

@@ -486,8 +486,11 @@ async fn upload(
             Vec::new()
         },
     };
-    // Every server finds the working copy from here on (the 202 comes after).
-    crate::uploader::keep::publish_working_copy(&state.jobs, &plan).await?;
+    // Every server finds the working copy of a background upload from here on (the 202 comes
+    // after); a synchronous one runs here only.
+    if background {
+        crate::uploader::keep::publish_working_copy(&state.jobs, &plan).await?;
+    }
     let new = NewRequest {
         user_id: caller.id,
         name: "uploader".into(),

@@ -63,9 +63,10 @@ pub async fn drop_working_copy(jobs: &Jobs, plan: &Plan) {
     }
 }
 
-/// Whether result parts are kept in the database (the storage is shared).
-pub fn keeps_parts(jobs: &Jobs) -> bool {
-    jobs.files.is_shared()
+/// Whether result parts are kept in the database: for a background upload when the storage is
+/// shared (a synchronous upload is never taken over by another server).
+pub fn keeps_parts(jobs: &Jobs, req: &crate::jobs::record::Request) -> bool {
+    jobs.files.is_shared() && req.kind == crate::jobs::kinds::KindId::Upload
 }
 
 /// Records `bytes`, which start at byte `at` of the result file of `rid`, inside the chunk's

@@ -72,7 +72,7 @@ pub async fn rows(
     let plugins = bundles.plugins;
     let encoding = plan.encoding();
     let (result_path, rel) = super::result_location(&jobs.settings.data_dir, &req.rid);
-    let parts = keep::keeps_parts(jobs);
+    let parts = keep::keeps_parts(jobs, req);
     if parts && req.cursor > 0 {
         keep::rebuild_result(jobs, &req.rid, &result_path, req.cursor).await?;
     }
