@@ -101,7 +101,10 @@ impl<'a> ChunkLog<'a> {
             .last()
             .is_some_and(|c| c.op == ChangeOp::Create && c.entity == e.name);
         let mut last = match self.changes.last_mut() {
-            Some(c) if extends && c.hi + 1 == first => c,
+            Some(c) if extends && c.hi + 1 == first => {
+                c.hi = first;
+                c
+            }
             _ => self.start_range(e, first),
         };
         for id in ids {
