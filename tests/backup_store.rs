@@ -57,17 +57,11 @@ fn cli(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backups_in_an_object_store_are_listed_pruned_checked_and_restored() {
-    let Some(url) = store_url() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let s = settings(dir.path());
-    let app = start(dir, shipped_entities(), s, None).await;
-    app.create_user("reader", "reader-password").await;
-    let kept = app.create("campaigns", json!({"name": "kept"})).await;
+/// Uploads `n` campaigns `<name>-<i>` synchronously; returns the result file.
+async fn upload_rows(app: &TestApp, name: &str, n: usize) -> bytes::Bytes {
     let mut csv = String::from("op,name\n");
-    for i in 0..500 {
-        csv.push_str(&format!("c,row-{i}\n"));
+    for i in 0..n {
+        csv.push_str(&format!("c,{name}-{i}\n"));
     }
     let form = Form::new().text("entity", "campaigns").part(
         "csvfile",
@@ -80,6 +74,18 @@ async fn backups_in_an_object_store_are_listed_pruned_checked_and_restored() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backups_in_an_object_store_are_listed_pruned_checked_and_restored() {
+    let Some(url) = store_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(dir.path());
+    let app = start(dir, shipped_entities(), s, None).await;
+    app.create_user("reader", "reader-password").await;
+    let kept = app.create("campaigns", json!({"name": "kept"})).await;
+    upload_rows(&app, "row", 500).await;
     let data = app.dir.path().join("data");
     let data_arg = data.display().to_string();
 
@@ -263,22 +269,7 @@ async fn the_files_of_a_server_on_an_object_store_are_backed_up_and_restored_int
     let mut s = settings(dir.path());
     s.storage_url = Some(files_a.clone());
     let app = start(dir, shipped_entities(), s, None).await;
-    let mut csv = String::from("op,name\n");
-    for i in 0..300 {
-        csv.push_str(&format!("c,stored-{i}\n"));
-    }
-    let form = Form::new().text("entity", "campaigns").part(
-        "csvfile",
-        Part::bytes(csv.into_bytes()).file_name("rows.csv"),
-    );
-    let r = app
-        .admin(Method::POST, "/tools/uploader.ex.php")
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let result = r.bytes().await.unwrap();
+    let result = upload_rows(&app, "stored", 300).await;
     let data = app.dir.path().join("data");
     let stored: Vec<_> = std::fs::read_dir(data.join("media/keep1m"))
         .map(|d| d.flatten().collect())
