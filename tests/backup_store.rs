@@ -308,29 +308,25 @@ async fn the_files_of_a_server_on_an_object_store_are_backed_up_and_restored_int
     // Into a store that already holds files: refused, nothing written.
     let fresh = tempfile::tempdir().unwrap();
     let into = fresh.path().join("data");
-    let out = cli(&[
-        "restore",
-        "--from",
-        &at,
-        "--data-dir",
-        &into.display().to_string(),
-        "--storage-url",
-        &files_a,
-    ]);
+    let restore_into = |store: &str| {
+        let into = into.display().to_string();
+        cli(&[
+            "restore",
+            "--from",
+            &at,
+            "--data-dir",
+            &into,
+            "--storage-url",
+            store,
+        ])
+    };
+    let out = restore_into(&files_a);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("already holds files"));
     assert!(!into.exists(), "nothing written");
 
     // Into an empty one: the files go there, and a server on it serves the result.
-    let out = cli(&[
-        "restore",
-        "--from",
-        &at,
-        "--data-dir",
-        &into.display().to_string(),
-        "--storage-url",
-        &files_b,
-    ]);
+    let out = restore_into(&files_b);
     assert!(out.status.success(), "{out:?}");
     assert!(
         !into.join("media/keep1m").exists(),
