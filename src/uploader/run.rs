@@ -6,6 +6,7 @@
 
 use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
+use super::stage::{Ready, Stage, Target, Work as Prepared};
 use super::{Plan, keep};
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
@@ -84,7 +85,7 @@ pub async fn rows(
     } else {
         Vec::new()
     };
-    let (tx_rows, mut rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
+    let (tx_rows, rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
     let working_copy = keep::working_copy(jobs, &plan).await?;
     let reader = spawn_reader(
         working_copy.clone(),
@@ -102,8 +103,18 @@ pub async fn rows(
     if plan.bundle.is_some() {
         refused = start_bundle(jobs, plugins, req, caller, &entity, &mut plan).await?;
     }
-    let hooks = hooks_of(plugins, &entity, &plan);
-    while let Some(records) = rx_rows.recv().await {
+    let target = Target {
+        engine: jobs.engine.clone(),
+        caller: caller.clone(),
+        cols: cols.clone(),
+        entity: entity.clone(),
+        hooks: hooks_of(plugins, &entity, &plan),
+    };
+    let mut stage = Stage::spawn(target, rx_rows);
+    if refused.is_some() {
+        stage.skip_rest();
+    }
+    while let Some(Ready { records, work }) = stage.next().await {
         if *stop.borrow() {
             return Ok(());
         }
@@ -122,14 +133,14 @@ pub async fn rows(
             done += records.len() as i64;
             continue;
         }
-        let RowCalls {
+        // Prepared once, outside the transaction, while the chunk before ran; a retry runs
+        // the same prepared calls.
+        let Prepared {
             kinds,
-            calls,
             changed_cells,
-        } = calls_of(&cols, &entity, &records, &hooks);
+            prepared,
+        } = stage.work(work, &records).await;
         let want_lines = !matches!(sink, Sink::Quiet);
-        // Prepared once, outside the transaction; a retry runs the same prepared calls.
-        let prepared = jobs.engine.prepare_chunk(caller, calls).await;
         let mut retry = Retry::new("upload chunk");
         let committed = loop {
             let attempt = async {
@@ -203,6 +214,7 @@ pub async fn rows(
                 let bytes = not_run(&plan, &cols, &records, encoding, crate::jobs::NOT_RUN)?;
                 out.write_all(&bytes).map_err(io_err)?;
                 cancelled_at = Some(done);
+                stage.skip_rest();
                 done += records.len() as i64;
                 continue;
             }

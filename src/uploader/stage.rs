@@ -1,0 +1,114 @@
+//! The preparing stage of the row pipeline. Three stages run side by side, each on its own
+//! thread: the reader parses the working copy into chunks of records, this stage turns each
+//! chunk into checked engine calls (the bundle's `on_row` hooks, coercion, validation), and
+//! the runner writes the chunk it holds while the next one is prepared. Preparing needs no
+//! transaction, and a chunk that runs again after contention reuses what was prepared.
+
+use super::rows::Columns;
+use super::run::{CHUNK, Hooks, RowCalls, calls_of};
+use crate::engine::batch::PreparedChunk;
+use crate::engine::{Caller, Engine};
+use crate::schema::Entity;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::mpsc;
+
+/// One chunk of records, and what they run as unless the runner stopped wanting that.
+pub(super) struct Ready {
+    pub records: Vec<csv::StringRecord>,
+    pub work: Option<Work>,
+}
+
+/// A chunk's prepared calls, with what the result file needs to know of its rows.
+pub(super) struct Work {
+    /// See [`RowCalls::kinds`].
+    pub kinds: Vec<Option<bool>>,
+    /// See [`RowCalls::changed_cells`].
+    pub changed_cells: Vec<Vec<(usize, String)>>,
+    pub prepared: PreparedChunk,
+}
+
+/// The preparing stage of one run: chunks come out in the order the reader sent them.
+pub(super) struct Stage {
+    rx: mpsc::Receiver<Ready>,
+    /// Set when no later row runs (a cancel, a refused bundle): chunks then pass through
+    /// without being prepared.
+    skip: Arc<AtomicBool>,
+    target: Arc<Target>,
+}
+
+/// What a chunk's calls are made with.
+pub(super) struct Target {
+    pub engine: Engine,
+    pub caller: Caller,
+    pub cols: Columns,
+    pub entity: Arc<Entity>,
+    pub hooks: Hooks,
+}
+
+impl Stage {
+    /// Starts preparing the chunks `rows` receives, one chunk ahead of the runner. The stage
+    /// ends when the reader does, or when the runner drops the stage.
+    pub fn spawn(target: Target, mut rows: mpsc::Receiver<Vec<csv::StringRecord>>) -> Stage {
+        let (tx, rx) = mpsc::channel::<Ready>(1);
+        let skip = Arc::new(AtomicBool::new(false));
+        let skipping = skip.clone();
+        let target = Arc::new(target);
+        let ours = target.clone();
+        let span = tracing::Span::current();
+        let handle = tokio::runtime::Handle::current();
+        // A thread of its own: on the runtime's workers this task would wait behind the
+        // runner, whose storage calls may not suspend.
+        tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            while let Some(records) = rows.blocking_recv() {
+                let work = if skipping.load(Ordering::Relaxed) {
+                    None
+                } else {
+                    Some(handle.block_on(prepare(&target, &records)))
+                };
+                if tx.blocking_send(Ready { records, work }).is_err() {
+                    return;
+                }
+            }
+        });
+        Stage {
+            rx,
+            skip,
+            target: ours,
+        }
+    }
+
+    /// The next chunk, None after the last.
+    pub async fn next(&mut self) -> Option<Ready> {
+        self.rx.recv().await
+    }
+
+    /// The prepared calls of a chunk, prepared now if the stage had skipped it.
+    pub async fn work(&self, work: Option<Work>, records: &[csv::StringRecord]) -> Work {
+        match work {
+            Some(w) => w,
+            None => prepare(&self.target, records).await,
+        }
+    }
+
+    /// Later chunks need not be prepared: none of their rows will run.
+    pub fn skip_rest(&self) {
+        self.skip.store(true, Ordering::Relaxed);
+    }
+}
+
+async fn prepare(t: &Target, records: &[csv::StringRecord]) -> Work {
+    debug_assert!(records.len() <= CHUNK);
+    let RowCalls {
+        kinds,
+        calls,
+        changed_cells,
+    } = calls_of(&t.cols, &t.entity, records, &t.hooks);
+    let prepared = t.engine.prepare_chunk(&t.caller, calls).await;
+    Work {
+        kinds,
+        changed_cells,
+        prepared,
+    }
+}
