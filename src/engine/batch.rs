@@ -142,7 +142,12 @@ impl Engine {
                 }
                 Ok(p) => p,
             };
-            let max = (30_000 / p.values.len().max(1)).clamp(1, GROUP_ROWS);
+            // Bound as arrays, a group's size is not limited by the number of parameters.
+            let max = if tx.binds_arrays() {
+                n
+            } else {
+                (30_000 / p.values.len().max(1)).clamp(1, GROUP_ROWS)
+            };
             let mut j = i + 1;
             while j < n && j - i < max && matches!(&prepared[j], Ok(q) if exec::same_shape(p, q)) {
                 j += 1;

@@ -235,9 +235,9 @@ pub async fn insert_group(
     let e = first.entity.as_ref();
     let d = engine.storage.dialect();
     let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
-    let mut args = Vec::with_capacity(group.len() * columns.len());
+    let mut args: Vec<&Value> = Vec::with_capacity(group.len() * columns.len());
     for p in group {
-        args.extend(p.values.iter().map(|(_, v)| v.clone()));
+        args.extend(p.values.iter().map(|(_, v)| v));
     }
     if isolate {
         ex.execute("SAVEPOINT grp", &[]).await?;

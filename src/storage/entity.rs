@@ -355,7 +355,7 @@ pub async fn insert_many(
     d: Dialect,
     e: &Entity,
     columns: &[&str],
-    args: &[Value],
+    args: &[&Value],
     full: bool,
 ) -> Result<Vec<Row>> {
     let width = columns.len();
@@ -366,17 +366,60 @@ pub async fn insert_many(
     } else {
         (d.quote("id"), vec![crate::schema::ColType::Int])
     };
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES {} RETURNING {returning}",
-        d.quote(&e.name),
-        cols.join(", "),
-        d.value_groups(width, rows, 1),
-    );
-    let mut out = ex.fetch(&sql, args, &types).await?;
+    let mut out = if ex.binds_arrays() && rows > 0 && one_kind_per_column(args, width) {
+        // One array parameter per column: the statement's size does not grow with the rows,
+        // and the database plans it once.
+        let columns: Vec<Vec<&Value>> = (0..width)
+            .map(|c| args.iter().skip(c).step_by(width).copied().collect())
+            .collect();
+        let arrays: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{}::{}[]", d.ph(i + 1), array_type(c[0])))
+            .collect();
+        let sql = format!(
+            "INSERT INTO {} ({}) SELECT * FROM UNNEST({}) RETURNING {returning}",
+            d.quote(&e.name),
+            cols.join(", "),
+            arrays.join(", "),
+        );
+        ex.fetch_columns(&sql, &columns, &types).await?
+    } else {
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES {} RETURNING {returning}",
+            d.quote(&e.name),
+            cols.join(", "),
+            d.value_groups(width, rows, 1),
+        );
+        let args: Vec<Value> = args.iter().map(|v| (*v).clone()).collect();
+        ex.fetch(&sql, &args, &types).await?
+    };
     ex.count_rows(d, &e.name, out.len() as i64).await?;
     // Ids grow in insertion order within one statement.
     out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
     Ok(out)
+}
+
+/// Whether every row of `args` (`width` values each) has, column by column, values of the
+/// same kind as the first row's.
+fn one_kind_per_column(args: &[&Value], width: usize) -> bool {
+    let first = &args[..width.min(args.len())];
+    args.chunks(width).all(|row| {
+        row.iter()
+            .zip(first)
+            .all(|(a, b)| std::mem::discriminant(*a) == std::mem::discriminant(*b))
+    })
+}
+
+/// PostgreSQL's name of the element type of an array of values like `v`.
+fn array_type(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) => "bigint",
+        Value::Float(_) => "float8",
+        Value::Decimal(_) => "numeric",
+        Value::Bool(_) => "boolean",
+        Value::Text(_) => "text",
+    }
 }
 
 /// The row a write addresses: by id, or by the values of some columns (a natural key, with

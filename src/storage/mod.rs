@@ -182,6 +182,23 @@ pub trait Exec: Send {
     async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64>;
     /// Runs a query and decodes every row's columns with `types`.
     async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
+    /// Whether [`Exec::fetch_columns`] can run here (a PostgreSQL transaction).
+    fn binds_arrays(&self) -> bool {
+        false
+    }
+    /// Runs a query whose parameters are arrays, parameter `i` holding every row's value of
+    /// `columns[i]` (all of one kind), and decodes every row's columns with `types`. Only
+    /// where [`Exec::binds_arrays`].
+    async fn fetch_columns(
+        &mut self,
+        _sql: &str,
+        _columns: &[Vec<&Value>],
+        _types: &[ColType],
+    ) -> Result<Vec<Row>> {
+        Err(StorageError::Database(
+            "array parameters are bound only in a PostgreSQL transaction".into(),
+        ))
+    }
     /// Records that the statement just run added `delta` rows to (or, negative, removed them
     /// from) the table of `entity`, for its kept row count (see [`counts`]). PostgreSQL's
     /// triggers count by themselves; on SQLite a transaction adds the deltas up and writes them

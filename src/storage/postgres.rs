@@ -170,6 +170,55 @@ impl Exec for PgTx {
     async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
         fetch_on(&mut *self.0, sql, args, types).await
     }
+    fn binds_arrays(&self) -> bool {
+        true
+    }
+    async fn fetch_columns(
+        &mut self,
+        sql: &str,
+        columns: &[Vec<&Value>],
+        types: &[ColType],
+    ) -> Result<Vec<Row>> {
+        let mut q = sqlx::query(AssertSqlSafe(sql.to_string()));
+        for c in columns {
+            q = bind_column(q, c)?;
+        }
+        let rows = q.fetch_all(&mut *self.0).await.map_err(db)?;
+        rows.iter().map(|r| decode(r, types)).collect()
+    }
+}
+
+/// Binds one column's values as one array parameter.
+fn bind_column<'q>(q: Query<'q>, column: &[&'q Value]) -> Result<Query<'q>> {
+    fn all<'q, T>(column: &[&'q Value], f: impl Fn(&'q Value) -> Option<T>) -> Result<Vec<T>> {
+        column
+            .iter()
+            .map(|v| f(v))
+            .collect::<Option<Vec<T>>>()
+            .ok_or_else(|| StorageError::Database("a column of mixed kinds".into()))
+    }
+    Ok(match column.first() {
+        None | Some(Value::Text(_)) => q.bind(all(column, |v| match v {
+            Value::Text(t) => Some(t.as_deref()),
+            _ => None,
+        })?),
+        Some(Value::Int(_)) => q.bind(all(column, |v| match v {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        })?),
+        Some(Value::Float(_)) => q.bind(all(column, |v| match v {
+            Value::Float(f) => Some(*f),
+            _ => None,
+        })?),
+        Some(Value::Decimal(_)) => q.bind(all(column, |v| match v {
+            Value::Decimal(d) => Some(*d),
+            _ => None,
+        })?),
+        Some(Value::Bool(_)) => q.bind(all(column, |v| match v {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        })?),
+    })
 }
 
 #[async_trait]
