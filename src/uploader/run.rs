@@ -6,7 +6,7 @@
 
 use super::result_file::{Lines, not_run, open_result};
 use super::rows::{self, Columns, Work};
-use super::stage::{Ready, Stage, Target, Work as Prepared};
+use super::stage::{Ready, Spent, Stage, Target, Work as Prepared};
 use super::{Plan, keep};
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
@@ -228,6 +228,11 @@ pub async fn rows(
                 let _ = s.send(l).await;
             }
         }
+        stage.recycle(Spent {
+            records,
+            prepared,
+            outcomes,
+        });
     }
     reader.await.map_err(io_err)?.map_err(io_err)?;
     out.flush().map_err(io_err)?;

@@ -28,9 +28,19 @@ pub(super) struct Work {
     pub prepared: PreparedChunk,
 }
 
+/// What a chunk left once it ran, given back to be freed on the thread that allocated most
+/// of it (freeing across threads costs the allocator more).
+#[expect(dead_code, reason = "held only to be freed")]
+pub(super) struct Spent {
+    pub records: Vec<csv::StringRecord>,
+    pub prepared: PreparedChunk,
+    pub outcomes: Vec<crate::engine::Outcome>,
+}
+
 /// The preparing stage of one run: chunks come out in the order the reader sent them.
 pub(super) struct Stage {
     rx: mpsc::Receiver<Ready>,
+    spent: mpsc::UnboundedSender<Spent>,
     /// Set when no later row runs (a cancel, a refused bundle): chunks then pass through
     /// without being prepared.
     skip: Arc<AtomicBool>,
@@ -51,6 +61,7 @@ impl Stage {
     /// ends when the reader does, or when the runner drops the stage.
     pub fn spawn(target: Target, mut rows: mpsc::Receiver<Vec<csv::StringRecord>>) -> Stage {
         let (tx, rx) = mpsc::channel::<Ready>(1);
+        let (spent, mut freed) = mpsc::unbounded_channel::<Spent>();
         let skip = Arc::new(AtomicBool::new(false));
         let skipping = skip.clone();
         let target = Arc::new(target);
@@ -62,6 +73,9 @@ impl Stage {
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
             while let Some(records) = rows.blocking_recv() {
+                while let Ok(chunk) = freed.try_recv() {
+                    drop(chunk);
+                }
                 let work = if skipping.load(Ordering::Relaxed) {
                     None
                 } else {
@@ -74,6 +88,7 @@ impl Stage {
         });
         Stage {
             rx,
+            spent,
             skip,
             target: ours,
         }
@@ -90,6 +105,12 @@ impl Stage {
             Some(w) => w,
             None => prepare(&self.target, records).await,
         }
+    }
+
+    /// Hands a chunk that ran back to be freed by the stage.
+    pub fn recycle(&self, chunk: Spent) {
+        // Once the stage has ended, the chunk is freed here.
+        let _ = self.spent.send(chunk);
     }
 
     /// Later chunks need not be prepared: none of their rows will run.
