@@ -95,39 +95,34 @@ impl JobKind for Items {
                 WholeEnd::Cancelled => return jobs.cancel_items(&req, 0).await,
             }
         }
-        while !mode.whole() {
+        let system = Caller {
+            id: req.user_id,
+            login: String::new(),
+            role: Role::User,
+        };
+        let who = caller.clone().unwrap_or_else(|| system.clone());
+        let mut ahead = (!mode.whole()).then(|| {
+            let reading = Reading {
+                jobs: jobs.clone(),
+                kind: Items { id: self.id },
+                req: req.clone(),
+                caller: caller.clone(),
+                who: who.clone(),
+            };
+            ReadAhead::spawn(reading, done, chunk_size(d))
+        });
+        while let Some(ahead) = ahead.as_mut() {
             if *stop.borrow() {
                 return Ok(());
             }
             // Storage calls may complete without suspending; let other tasks run.
             tokio::task::yield_now().await;
-            let rows =
-                request_log::next_items(jobs.storage.as_ref(), rid, done, chunk_size(d)).await?;
-            if rows.is_empty() {
+            let Some(next) = ahead.next().await else {
                 break;
-            }
-            let calls: Vec<Result<Call, CallError>> = rows
-                .iter()
-                .map(|row| {
-                    let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
-                    match &caller {
-                        Some(_) => self.item_to_call(&req, &item),
-                        None => Err(CallError::Forbidden(
-                            "the user who started this request no longer exists".into(),
-                        )),
-                    }
-                })
-                .collect();
-            let first = done;
-            let n = calls.len() as i64;
-            let system = Caller {
-                id: req.user_id,
-                login: String::new(),
-                role: Role::User,
             };
-            let who = caller.as_ref().unwrap_or(&system);
-            // Prepared once, outside the transaction; a retry runs the same prepared calls.
-            let prepared = jobs.engine.prepare_chunk(who, calls).await;
+            let (first, n, prepared) = next?;
+            debug_assert_eq!(first, done, "chunks come in order");
+            let who = &who;
             let mut retry = Retry::new("background chunk");
             let outcomes = loop {
                 match try_chunk(jobs, &req, who, &prepared, first).await {
@@ -150,6 +145,7 @@ impl JobKind for Items {
             jobs.engine.after_chunk(&prepared, &outcomes);
             done = first + n;
         }
+        drop(ahead);
         let (status, ctype, path) = if self.id == KindId::Call {
             let status = jobs.results(rid, 0, 1).await?.first().map_or(500, |r| r.1);
             (
@@ -393,5 +389,83 @@ async fn try_chunk(
             let _ = tx.rollback().await;
             Err(e)
         }
+    }
+}
+
+/// What the read-ahead of a background request needs to turn its items into calls.
+struct Reading {
+    jobs: Jobs,
+    kind: Items,
+    req: Request,
+    /// The request's user; None when that user no longer exists.
+    caller: Option<Caller>,
+    /// Whom the calls are prepared for.
+    who: Caller,
+}
+
+/// A chunk of items read ahead: the seq of its first item, how many, and its calls prepared.
+type AheadChunk = Result<(i64, i64, Vec<Result<Prepared, CallError>>), StorageError>;
+
+/// Reads and prepares the next chunk of a background request's items on a thread of its own
+/// while the worker writes the current one. Items never change once stored, so reading ahead
+/// reads what the worker would; a chunk that runs again after contention reuses its calls.
+struct ReadAhead {
+    rx: tokio::sync::mpsc::Receiver<AheadChunk>,
+}
+
+impl ReadAhead {
+    fn spawn(r: Reading, from: i64, size: i64) -> ReadAhead {
+        let (tx, rx) = tokio::sync::mpsc::channel::<AheadChunk>(1);
+        let handle = tokio::runtime::Handle::current();
+        let span = tracing::Span::current();
+        // A thread of its own: on the runtime's workers it would wait behind the worker,
+        // whose storage calls may not suspend.
+        tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            let mut seq = from;
+            loop {
+                let chunk = handle.block_on(r.chunk(seq, size));
+                let end = match &chunk {
+                    Ok((_, 0, _)) => return,
+                    Ok((_, n, _)) => {
+                        seq += n;
+                        false
+                    }
+                    Err(_) => true,
+                };
+                if tx.blocking_send(chunk).is_err() || end {
+                    return;
+                }
+            }
+        });
+        ReadAhead { rx }
+    }
+
+    /// The next chunk, None after the last item.
+    async fn next(&mut self) -> Option<AheadChunk> {
+        self.rx.recv().await
+    }
+}
+
+impl Reading {
+    /// The items from `seq` on (up to `size`), as prepared calls.
+    async fn chunk(&self, seq: i64, size: i64) -> AheadChunk {
+        let rows =
+            request_log::read_items(self.jobs.storage.as_ref(), &self.req.rid, seq, size).await?;
+        let calls: Vec<Result<Call, CallError>> = rows
+            .iter()
+            .map(|row| {
+                let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
+                match &self.caller {
+                    Some(_) => self.kind.item_to_call(&self.req, &item),
+                    None => Err(CallError::Forbidden(
+                        "the user who started this request no longer exists".into(),
+                    )),
+                }
+            })
+            .collect();
+        let n = calls.len() as i64;
+        let prepared = self.jobs.engine.prepare_chunk(&self.who, calls).await;
+        Ok((seq, n, prepared))
     }
 }

@@ -95,16 +95,31 @@ pub async fn next_items(s: &dyn Storage, rid: &str, seq: i64, limit: i64) -> Res
             &[ColType::Int, ColType::Text],
         )
         .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let mut it = r.into_iter();
-            ItemRow {
-                seq: it.next().and_then(|v| v.as_i64()).unwrap_or_default(),
-                item: it.next().and_then(|v| v.into_string()).unwrap_or_default(),
-            }
-        })
-        .collect())
+    Ok(rows.into_iter().map(item_row).collect())
+}
+
+/// Up to `limit` items of `rid` from `seq` on, in order, read on a reader's connection (a
+/// worker reading ahead while its writes go on).
+pub async fn read_items(s: &dyn Storage, rid: &str, seq: i64, limit: i64) -> Result<Vec<ItemRow>> {
+    let d = s.dialect();
+    let sql = d.bind("SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = ? AND \"seq\" >= ? ORDER BY \"seq\" LIMIT ?");
+    let rows = s
+        .fetch(
+            &sql,
+            &[Value::text(rid), Value::int(seq), Value::int(limit)],
+            &[ColType::Int, ColType::Text],
+        )
+        .await?;
+    Ok(rows.into_iter().map(item_row).collect())
+}
+
+/// An item as read: its seq and its JSON text.
+fn item_row(r: Vec<Value>) -> ItemRow {
+    let mut it = r.into_iter();
+    ItemRow {
+        seq: it.next().and_then(|v| v.as_i64()).unwrap_or_default(),
+        item: it.next().and_then(|v| v.into_string()).unwrap_or_default(),
+    }
 }
 
 /// Removes the items of `rid` inside `ex`.
