@@ -3,7 +3,8 @@
 # of about 8 MB) sent to a freshly started server. Per run it prints the server's peak resident
 # size (VmHWM, read once the request is finished) and the time from sending the POST until
 # `GET /bgrs/<rid>` reports it finished; then the medians. Every run starts a new server on a
-# new data directory, so each peak is that one batch's.
+# new data directory, so each peak is that one batch's. Then the target (64 MB) and, as the
+# baseline, the resident size of the same server at rest.
 #
 #   benches/batch_memory.sh                                   # SQLite
 #   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/batch_memory.sh   # and PostgreSQL
@@ -116,4 +117,12 @@ else
 fi
 row "SQLite" ""
 [ -n "$PG_URL" ] && row "PostgreSQL" pg
+# The baseline: the same server at rest, one second after it started (no request yet).
+rm -rf "$work/data"
+start_server "$work/data" "" "$BIN"
+sleep 1
+idle=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+stop_server
+echo
+echo "target: a peak of 64 MB or less; the server at rest (SQLite): $((idle / 1024)) MB"
 exit 0
