@@ -15,6 +15,7 @@ pub mod idempotency;
 mod lanes;
 pub mod lock;
 mod migrate;
+mod pg_conns;
 mod postgres;
 pub mod request_log;
 pub mod requests;
