@@ -11,6 +11,7 @@ pub mod exec;
 mod gather;
 mod group;
 pub mod hooks;
+pub mod points;
 pub mod prepare;
 pub mod query;
 pub mod read;
@@ -110,6 +111,8 @@ pub struct Engine {
     writer: Option<group::Queue>,
     /// The writers of single creates that share statements (PostgreSQL).
     creates: Option<creates::Queue>,
+    /// The readers of objects by id that share statements (PostgreSQL).
+    points: Option<points::Queue>,
     /// Admission of list pages (see [`read`]): point reads never wait for it.
     lists: Arc<tokio::sync::Semaphore>,
     /// How this server names itself in the history of entity changes.
@@ -131,6 +134,7 @@ impl Engine {
             hooks,
             writer: None,
             creates: None,
+            points: None,
             lists: Arc::new(tokio::sync::Semaphore::new(read::list_admission())),
             server: Arc::from("this server"),
         };
@@ -138,6 +142,7 @@ impl Engine {
             e.writer = Some(group::spawn(e.clone()));
         } else if tokio::runtime::Handle::try_current().is_ok() {
             e.creates = Some(creates::spawn(e.clone()));
+            e.points = Some(points::spawn(e.storage.clone()));
         }
         e
     }

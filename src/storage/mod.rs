@@ -17,6 +17,7 @@ mod lanes;
 pub mod lock;
 mod migrate;
 mod pg_conns;
+pub mod points;
 mod postgres;
 pub mod request_log;
 pub mod requests;
