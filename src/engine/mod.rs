@@ -4,11 +4,14 @@
 
 pub mod batch;
 pub mod changes;
+pub mod creates;
 pub mod cursor;
 mod error;
 pub mod exec;
+mod gather;
 mod group;
 pub mod hooks;
+pub mod points;
 pub mod prepare;
 pub mod query;
 pub mod read;
@@ -106,6 +109,10 @@ pub struct Engine {
     pub hooks: Arc<dyn hooks::CallHooks>,
     /// The group-commit writer, on single-writer backends.
     writer: Option<group::Queue>,
+    /// The writers of single creates that share statements (PostgreSQL).
+    creates: Option<creates::Queue>,
+    /// The readers of objects by id that share statements (PostgreSQL).
+    points: Option<points::Queue>,
     /// Admission of list pages (see [`read`]): point reads never wait for it.
     lists: Arc<tokio::sync::Semaphore>,
     /// How this server names itself in the history of entity changes.
@@ -126,11 +133,16 @@ impl Engine {
             user_changed,
             hooks,
             writer: None,
+            creates: None,
+            points: None,
             lists: Arc::new(tokio::sync::Semaphore::new(read::list_admission())),
             server: Arc::from("this server"),
         };
         if e.storage.dialect() == crate::storage::Dialect::Sqlite {
             e.writer = Some(group::spawn(e.clone()));
+        } else if tokio::runtime::Handle::try_current().is_ok() {
+            e.creates = Some(creates::spawn(e.clone()));
+            e.points = Some(points::spawn(e.storage.clone()));
         }
         e
     }
@@ -141,8 +153,8 @@ impl Engine {
         self
     }
 
-    /// Runs one call: in a shared group-commit transaction on SQLite, in its own transaction
-    /// otherwise.
+    /// Runs one call: in a shared group-commit transaction on SQLite; on PostgreSQL a create in
+    /// a statement it may share with other creates ([`creates`]), anything else on its own.
     pub async fn call(&self, caller: &Caller, call: &Call) -> Outcome {
         let catalog = self.catalog.load();
         let prepared = prepare::prepare(self.hooks.as_ref(), &catalog, caller, call).await?;
@@ -158,12 +170,32 @@ impl Engine {
             }
             return rx.await.unwrap_or(Err(CallError::Internal));
         }
+        if let Some(c) = &self.creates
+            && prepared.op == Op::Create
+        {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            let job = creates::Job {
+                caller: caller.clone(),
+                prepared,
+                reply,
+            };
+            if c.send(job).await.is_err() {
+                return Err(CallError::Internal);
+            }
+            return rx.await.unwrap_or(Err(CallError::Internal));
+        }
+        self.call_alone(caller, &prepared).await
+    }
+
+    /// Runs one prepared call in its own transaction (on PostgreSQL: its own statement),
+    /// again while it meets other writers.
+    async fn call_alone(&self, caller: &Caller, prepared: &prepare::Prepared) -> Outcome {
         let mut retry = retry::Retry::new("call");
         loop {
-            match self.try_call(caller, &prepared).await {
+            match self.try_call(caller, prepared).await {
                 Ok(outcome) => {
                     if let Ok(obj) = &outcome {
-                        self.after(&prepared, obj);
+                        self.after(prepared, obj);
                     }
                     return outcome;
                 }

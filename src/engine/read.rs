@@ -69,11 +69,25 @@ impl Engine {
                 "your role may not read this {name} object"
             )));
         }
-        let mut pool = PoolExec(self.storage.as_ref());
-        match entity::get(&mut pool, self.storage.dialect(), &e, id)
-            .await
-            .map_err(internal)?
-        {
+        let row = match &self.points {
+            Some(q) => {
+                let (reply, rx) = tokio::sync::oneshot::channel();
+                let job = super::points::Job {
+                    entity: e.clone(),
+                    id,
+                    reply,
+                };
+                if q.send(job).await.is_err() {
+                    return Err(CallError::Internal);
+                }
+                rx.await.map_err(|_| CallError::Internal)?
+            }
+            None => {
+                let mut pool = PoolExec(self.storage.as_ref());
+                entity::get(&mut pool, self.storage.dialect(), &e, id).await
+            }
+        };
+        match row.map_err(internal)? {
             Some(row) => Ok(render::object(&e, &row)),
             None => Err(CallError::NotFound {
                 entity: name.to_string(),

@@ -1,7 +1,10 @@
-//! The PostgreSQL backend, for deployments that outgrow one machine. Three pools, so that no
-//! kind of work waits for connections another kind holds: writes (transactions), point reads
-//! (by id, sign-ins, job records) and list reads (pages and counts).
+//! The PostgreSQL backend, for deployments that outgrow one machine. Four sets of connections,
+//! so that no kind of work waits for connections another kind holds: transactions, writes that
+//! are one statement, point reads (by id, sign-ins, job records) and list reads (pages and
+//! counts). One-statement writes and point reads take no round trip besides their statement
+//! ([`super::pg_conns`]).
 
+use super::pg_conns::{Conns, IDLE_CHECK};
 use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, sql::Dialect};
 use crate::schema::ColType;
 use async_trait::async_trait;
@@ -12,15 +15,17 @@ use std::time::Duration;
 
 pub struct PgStorage {
     pool: PgPool,
-    points: PgPool,
+    singles: Conns,
+    points: Conns,
     lists: PgPool,
     /// Folds pending row-count deltas; stopped when the storage is dropped.
     compactor: tokio::task::JoinHandle<()>,
 }
 
-/// Connections of the write pool, the point-read pool and the list pool.
+/// Connections of the transaction pool, of one-statement writes, of point reads and of lists.
 const WRITERS: u32 = 16;
-const POINT_READERS: u32 = 4;
+const SINGLE_WRITERS: usize = 16;
+const POINT_READERS: usize = 8;
 const LIST_READERS: u32 = 4;
 
 impl PgStorage {
@@ -31,13 +36,26 @@ impl PgStorage {
                 .max_connections(max)
                 .min_connections(min)
                 .acquire_timeout(Duration::from_secs(60))
+                // sqlx's default pings every connection it hands out: a round trip as long as
+                // the statement itself. Only a connection that sat idle a while is checked.
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for > IDLE_CHECK {
+                            sqlx::Connection::ping(conn).await?;
+                        }
+                        Ok(true)
+                    })
+                })
         };
         let pool = pool_of(WRITERS, 1).connect_with(opts.clone()).await?;
-        let points = pool_of(POINT_READERS, 1).connect_with(opts.clone()).await?;
+        let singles = Conns::new(opts.clone(), SINGLE_WRITERS);
+        let points = Conns::new(opts.clone(), POINT_READERS);
         let lists = pool_of(LIST_READERS, 0).connect_lazy_with(opts);
         let compactor = tokio::spawn(compact_counts(pool.clone()));
         Ok(PgStorage {
             pool,
+            singles,
             points,
             lists,
             compactor,
@@ -160,6 +178,30 @@ where
     rows.iter().map(|r| decode(r, types)).collect()
 }
 
+/// Runs one statement that returns rows on a connection of `conns`.
+async fn fetch_single(
+    conns: &Conns,
+    sql: &str,
+    args: &[Value],
+    types: &[ColType],
+) -> Result<Vec<Row>> {
+    let mut held = conns.acquire().await.map_err(db)?;
+    let q = bind(sqlx::query(AssertSqlSafe(sql.to_string())), args);
+    let rows = q.fetch_all(held.conn()).await;
+    held.finish(&rows);
+    drop(held);
+    rows.map_err(db)?.iter().map(|r| decode(r, types)).collect()
+}
+
+/// Runs one statement on a connection of `conns`; the number of rows it affected.
+async fn exec_single(conns: &Conns, sql: &str, args: &[Value]) -> Result<u64> {
+    let mut held = conns.acquire().await.map_err(db)?;
+    let q = bind(sqlx::query(AssertSqlSafe(sql.to_string())), args);
+    let done = q.execute(held.conn()).await;
+    held.finish(&done);
+    Ok(done.map_err(db)?.rows_affected())
+}
+
 struct PgTx(Transaction<'static, Postgres>);
 
 #[async_trait]
@@ -252,7 +294,7 @@ impl Storage for PgStorage {
     }
 
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        fetch_on(&self.points, sql, args, types).await
+        fetch_single(&self.points, sql, args, types).await
     }
 
     async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
@@ -260,11 +302,11 @@ impl Storage for PgStorage {
     }
 
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64> {
-        exec_on(&self.pool, sql, args).await
+        exec_single(&self.singles, sql, args).await
     }
 
     async fn fetch_write(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        fetch_on(&self.pool, sql, args, types).await
+        fetch_single(&self.singles, sql, args, types).await
     }
 
     async fn table_columns(&self, table: &str) -> Result<Vec<String>> {
@@ -298,10 +340,16 @@ impl Storage for PgStorage {
         tx.commit().await.map_err(db)
     }
 
+    fn schema_changed(&self) {
+        self.points.schema_changed();
+        self.singles.schema_changed();
+    }
+
     async fn close(&self) {
         self.compactor.abort();
         self.lists.close().await;
         self.points.close().await;
+        self.singles.close().await;
         self.pool.close().await;
     }
 }

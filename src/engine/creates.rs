@@ -1,0 +1,93 @@
+//! Shared statements for single creates on PostgreSQL: creates that arrive while earlier ones
+//! are being written wait, and then those of one entity that write the same columns are
+//! inserted by one statement and share its commit (one WAL flush for many creates instead of
+//! one each). The statement is all or none: when it fails (a taken unique value, a missing
+//! reference, a broken database), it changed nothing, and its creates run again one by one, so
+//! that each gets the outcome it would have had alone. A create that arrives while a writer is
+//! free is written at once, alone.
+
+use super::prepare::Prepared;
+use super::{Caller, Engine, Outcome, exec, render};
+use crate::storage::{AutoCommit, Value, creates};
+use tokio::sync::{mpsc, oneshot};
+
+/// Groups written at once; each takes a connection of its own.
+const WRITERS: usize = 4;
+/// Most creates that share one statement.
+const MAX_GROUP: usize = 64;
+
+pub struct Job {
+    pub caller: Caller,
+    pub prepared: Prepared,
+    pub reply: oneshot::Sender<Outcome>,
+}
+
+pub type Queue = mpsc::Sender<Job>;
+
+/// Starts the writers; they end when every sender is gone.
+pub fn spawn(engine: Engine) -> Queue {
+    super::gather::spawn(WRITERS, MAX_GROUP, move |group| {
+        let engine = engine.clone();
+        async move { write(&engine, group).await }
+    })
+}
+
+/// Writes a group: each set of creates of the same shape with one statement.
+async fn write(engine: &Engine, mut pending: Vec<Job>) {
+    while !pending.is_empty() {
+        let mut jobs = pending.into_iter();
+        let head = jobs.next().expect("not empty");
+        let width = head.prepared.values.len().max(1);
+        let most = (creates::MAX_VALUES / width).max(1);
+        let mut same = vec![head];
+        let mut rest = Vec::new();
+        for j in jobs {
+            if same.len() < most && exec::same_shape(&same[0].prepared, &j.prepared) {
+                same.push(j);
+            } else {
+                rest.push(j);
+            }
+        }
+        write_same(engine, same).await;
+        pending = rest;
+    }
+}
+
+/// Creates of one entity that write the same columns: one statement, else one by one.
+async fn write_same(engine: &Engine, group: Vec<Job>) {
+    if group.len() > 1
+        && let Some(objects) = insert_together(engine, &group).await
+    {
+        for (j, obj) in group.into_iter().zip(objects) {
+            engine.after(&j.prepared, &obj);
+            let _ = j.reply.send(Ok(obj));
+        }
+        return;
+    }
+    let alone = group.into_iter().map(|j| async move {
+        let outcome = engine.call_alone(&j.caller, &j.prepared).await;
+        let _ = j.reply.send(outcome);
+    });
+    futures::future::join_all(alone).await;
+}
+
+/// The objects the group created, in its order; `None` when the statement failed (and changed
+/// nothing).
+async fn insert_together(engine: &Engine, group: &[Job]) -> Option<Vec<serde_json::Value>> {
+    let first: &Prepared = &group[0].prepared;
+    let e = first.entity.as_ref();
+    let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
+    let rows: Vec<Vec<Value>> = group
+        .iter()
+        .map(|j| j.prepared.values.iter().map(|(_, v)| v.clone()).collect())
+        .collect();
+    let mut ex = AutoCommit(engine.storage.as_ref());
+    let d = engine.storage.dialect();
+    match creates::insert_rows(&mut ex, d, e, &columns, rows).await {
+        Ok(rows) => Some(rows.iter().map(|r| render::object(e, r)).collect()),
+        Err(err) => {
+            tracing::debug!(error = %err, creates = group.len(), "shared insert failed; one by one");
+            None
+        }
+    }
+}
