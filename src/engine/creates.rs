@@ -8,13 +8,15 @@
 
 use super::prepare::Prepared;
 use super::{Caller, Engine, Outcome, exec, render};
-use crate::storage::{AutoCommit, Value, creates};
+use crate::storage::{AutoCommit, Value, entity};
 use tokio::sync::{mpsc, oneshot};
 
 /// Groups written at once; each takes a connection of its own.
 const WRITERS: usize = 4;
 /// Most creates that share one statement.
 const MAX_GROUP: usize = 64;
+/// Most bound values in one statement (PostgreSQL allows 65,535).
+const MAX_VALUES: usize = 30_000;
 
 pub struct Job {
     pub caller: Caller,
@@ -38,7 +40,7 @@ async fn write(engine: &Engine, mut pending: Vec<Job>) {
         let mut jobs = pending.into_iter();
         let head = jobs.next().expect("not empty");
         let width = head.prepared.values.len().max(1);
-        let most = (creates::MAX_VALUES / width).max(1);
+        let most = (MAX_VALUES / width).max(1);
         let mut same = vec![head];
         let mut rest = Vec::new();
         for j in jobs {
@@ -55,14 +57,23 @@ async fn write(engine: &Engine, mut pending: Vec<Job>) {
 
 /// Creates of one entity that write the same columns: one statement, else one by one.
 async fn write_same(engine: &Engine, group: Vec<Job>) {
-    if group.len() > 1
-        && let Some(objects) = insert_together(engine, &group).await
-    {
-        for (j, obj) in group.into_iter().zip(objects) {
-            engine.after(&j.prepared, &obj);
-            let _ = j.reply.send(Ok(obj));
+    if group.len() > 1 {
+        match insert_together(engine, &group).await {
+            Together::Created(objects) => {
+                for (j, obj) in group.into_iter().zip(objects) {
+                    engine.after(&j.prepared, &obj);
+                    let _ = j.reply.send(Ok(obj));
+                }
+                return;
+            }
+            Together::Unknown => {
+                for j in group {
+                    let _ = j.reply.send(Err(super::CallError::Internal));
+                }
+                return;
+            }
+            Together::Failed => {}
         }
-        return;
     }
     let alone = group.into_iter().map(|j| async move {
         let outcome = engine.call_alone(&j.caller, &j.prepared).await;
@@ -71,23 +82,42 @@ async fn write_same(engine: &Engine, group: Vec<Job>) {
     futures::future::join_all(alone).await;
 }
 
-/// The objects the group created, in its order; `None` when the statement failed (and changed
-/// nothing).
-async fn insert_together(engine: &Engine, group: &[Job]) -> Option<Vec<serde_json::Value>> {
+/// How a shared statement ended.
+enum Together {
+    /// The objects the group created, in its order.
+    Created(Vec<serde_json::Value>),
+    /// The statement failed and changed nothing: the creates run one by one.
+    Failed,
+    /// The statement committed but did not return a row per create: running them again could
+    /// create twice, so each create fails.
+    Unknown,
+}
+
+async fn insert_together(engine: &Engine, group: &[Job]) -> Together {
     let first: &Prepared = &group[0].prepared;
     let e = first.entity.as_ref();
     let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
-    let rows: Vec<Vec<Value>> = group
+    let args: Vec<&Value> = group
         .iter()
-        .map(|j| j.prepared.values.iter().map(|(_, v)| v.clone()).collect())
+        .flat_map(|j| j.prepared.values.iter().map(|(_, v)| v))
         .collect();
     let mut ex = AutoCommit(engine.storage.as_ref());
     let d = engine.storage.dialect();
-    match creates::insert_rows(&mut ex, d, e, &columns, rows).await {
-        Ok(rows) => Some(rows.iter().map(|r| render::object(e, r)).collect()),
+    match entity::insert_many(&mut ex, d, e, &columns, &args, true).await {
+        Ok(rows) if rows.len() == group.len() => {
+            Together::Created(rows.iter().map(|r| render::object(e, r)).collect())
+        }
+        Ok(rows) => {
+            tracing::error!(
+                created = rows.len(),
+                creates = group.len(),
+                "a shared insert returned another number of rows than it was given"
+            );
+            Together::Unknown
+        }
         Err(err) => {
             tracing::debug!(error = %err, creates = group.len(), "shared insert failed; one by one");
-            None
+            Together::Failed
         }
     }
 }

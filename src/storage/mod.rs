@@ -7,7 +7,6 @@ pub mod changes;
 pub mod contention;
 pub mod copy;
 pub mod counts;
-pub mod creates;
 pub mod ddl;
 pub mod definitions;
 pub mod entity;
