@@ -6,10 +6,10 @@
 //! that each gets the outcome it would have had alone. A create that arrives while a writer is
 //! free is written at once, alone.
 
+use super::gather::{Job, Queue};
 use super::prepare::Prepared;
-use super::{Caller, Engine, Outcome, exec, render};
+use super::{Engine, exec, render};
 use crate::storage::{AutoCommit, Value, entity};
-use tokio::sync::{mpsc, oneshot};
 
 /// Groups written at once; each takes a connection of its own.
 const WRITERS: usize = 4;
@@ -17,14 +17,6 @@ const WRITERS: usize = 4;
 const MAX_GROUP: usize = 64;
 /// Most bound values in one statement (PostgreSQL allows 65,535).
 const MAX_VALUES: usize = 30_000;
-
-pub struct Job {
-    pub caller: Caller,
-    pub prepared: Prepared,
-    pub reply: oneshot::Sender<Outcome>,
-}
-
-pub type Queue = mpsc::Sender<Job>;
 
 /// Starts the writers; they end when every sender is gone.
 pub fn spawn(engine: Engine) -> Queue {

@@ -3,9 +3,36 @@
 //! every worker is busy share the next trip to the database. Used for single creates and point
 //! reads on PostgreSQL ([`super::creates`], [`super::points`]).
 
+use super::prepare::Prepared;
+use super::{CallError, Caller, Outcome};
 use std::future::Future;
 use std::sync::Arc;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+/// A prepared call waiting for a writer that runs calls together (the group commit on SQLite,
+/// shared creates on PostgreSQL), and where its outcome goes.
+pub struct Job {
+    pub caller: Caller,
+    pub prepared: Prepared,
+    pub reply: oneshot::Sender<Outcome>,
+}
+
+/// Where calls wait for such a writer.
+pub type Queue = mpsc::Sender<Job>;
+
+/// Hands `prepared` to the writer behind `queue` and waits for its outcome.
+pub async fn submit(queue: &Queue, caller: &Caller, prepared: Prepared) -> Outcome {
+    let (reply, rx) = oneshot::channel();
+    let job = Job {
+        caller: caller.clone(),
+        prepared,
+        reply,
+    };
+    if queue.send(job).await.is_err() {
+        return Err(CallError::Internal);
+    }
+    rx.await.unwrap_or(Err(CallError::Internal))
+}
 
 /// Starts `workers` tasks that run `work` on groups of at most `max` jobs; they end when every
 /// sender of the returned queue is gone.

@@ -5,22 +5,14 @@
 //! whole.
 
 use super::changes::NO_REQUEST;
-use super::prepare::Prepared;
+use super::gather::{Job, Queue};
 use super::retry::Retry;
-use super::{Caller, Engine, Outcome, exec, internal};
+use super::{Engine, Outcome, exec, internal};
 use crate::storage::StorageError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// Most calls that share one transaction.
 const MAX_GROUP: usize = 512;
-
-pub struct Job {
-    pub caller: Caller,
-    pub prepared: Prepared,
-    pub reply: oneshot::Sender<Outcome>,
-}
-
-pub type Queue = mpsc::Sender<Job>;
 
 /// Starts the writer task; it ends when every sender is gone.
 pub fn spawn(engine: Engine) -> Queue {

@@ -108,9 +108,9 @@ pub struct Engine {
     /// The hooks every call meets (the plugins).
     pub hooks: Arc<dyn hooks::CallHooks>,
     /// The group-commit writer, on single-writer backends.
-    writer: Option<group::Queue>,
+    writer: Option<gather::Queue>,
     /// The writers of single creates that share statements (PostgreSQL).
-    creates: Option<creates::Queue>,
+    creates: Option<gather::Queue>,
     /// The readers of objects by id that share statements (PostgreSQL).
     points: Option<points::Queue>,
     /// Admission of list pages (see [`read`]): point reads never wait for it.
@@ -159,30 +159,12 @@ impl Engine {
         let catalog = self.catalog.load();
         let prepared = prepare::prepare(self.hooks.as_ref(), &catalog, caller, call).await?;
         if let Some(w) = &self.writer {
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            let job = group::Job {
-                caller: caller.clone(),
-                prepared,
-                reply,
-            };
-            if w.send(job).await.is_err() {
-                return Err(CallError::Internal);
-            }
-            return rx.await.unwrap_or(Err(CallError::Internal));
+            return gather::submit(w, caller, prepared).await;
         }
         if let Some(c) = &self.creates
             && prepared.op == Op::Create
         {
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            let job = creates::Job {
-                caller: caller.clone(),
-                prepared,
-                reply,
-            };
-            if c.send(job).await.is_err() {
-                return Err(CallError::Internal);
-            }
-            return rx.await.unwrap_or(Err(CallError::Internal));
+            return gather::submit(c, caller, prepared).await;
         }
         self.call_alone(caller, &prepared).await
     }
