@@ -48,6 +48,28 @@ impl Items {
     }
 }
 
+impl Items {
+    /// The calls of stored items; each is refused when the request's user no longer exists.
+    fn calls_of(
+        &self,
+        req: &Request,
+        rows: &[request_log::ItemRow],
+        user_exists: bool,
+    ) -> Vec<Result<Call, CallError>> {
+        rows.iter()
+            .map(|row| {
+                if !user_exists {
+                    return Err(CallError::Forbidden(
+                        "the user who started this request no longer exists".into(),
+                    ));
+                }
+                let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
+                self.item_to_call(req, &item)
+            })
+            .collect()
+    }
+}
+
 /// Items per transaction.
 fn chunk_size(d: Dialect) -> i64 {
     match d {
@@ -106,7 +128,7 @@ impl JobKind for Items {
                 jobs: jobs.clone(),
                 kind: Items { id: self.id },
                 req: req.clone(),
-                caller: caller.clone(),
+                user_exists: caller.is_some(),
                 who: who.clone(),
             };
             ReadAhead::spawn(reading, done, chunk_size(d))
@@ -192,18 +214,7 @@ impl Items {
         let rid = req.rid.as_str();
         let rows =
             request_log::next_items(jobs.storage.as_ref(), rid, 0, i64::from(i32::MAX)).await?;
-        let calls: Vec<Result<Call, CallError>> = rows
-            .iter()
-            .map(|row| {
-                let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
-                match caller {
-                    Some(_) => self.item_to_call(req, &item),
-                    None => Err(CallError::Forbidden(
-                        "the user who started this request no longer exists".into(),
-                    )),
-                }
-            })
-            .collect();
+        let calls = self.calls_of(req, &rows, caller.is_some());
         let ops: Vec<Option<Op>> = calls
             .iter()
             .map(|c| c.as_ref().ok().map(|c| c.op))
@@ -397,8 +408,8 @@ struct Reading {
     jobs: Jobs,
     kind: Items,
     req: Request,
-    /// The request's user; None when that user no longer exists.
-    caller: Option<Caller>,
+    /// Whether the request's user still exists (else no item runs).
+    user_exists: bool,
     /// Whom the calls are prepared for.
     who: Caller,
 }
@@ -452,18 +463,7 @@ impl Reading {
     async fn chunk(&self, seq: i64, size: i64) -> AheadChunk {
         let rows =
             request_log::read_items(self.jobs.storage.as_ref(), &self.req.rid, seq, size).await?;
-        let calls: Vec<Result<Call, CallError>> = rows
-            .iter()
-            .map(|row| {
-                let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
-                match &self.caller {
-                    Some(_) => self.kind.item_to_call(&self.req, &item),
-                    None => Err(CallError::Forbidden(
-                        "the user who started this request no longer exists".into(),
-                    )),
-                }
-            })
-            .collect();
+        let calls = self.kind.calls_of(&self.req, &rows, self.user_exists);
         let n = calls.len() as i64;
         let prepared = self.jobs.engine.prepare_chunk(&self.who, calls).await;
         Ok((seq, n, prepared))

@@ -86,30 +86,30 @@ pub async fn insert_items(
 /// Up to `limit` items of `rid` from `seq` on, in order. Read on the writer's connection, as
 /// part of the worker's own work: no trip to a reader thread.
 pub async fn next_items(s: &dyn Storage, rid: &str, seq: i64, limit: i64) -> Result<Vec<ItemRow>> {
-    let d = s.dialect();
-    let sql = d.bind("SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = ? AND \"seq\" >= ? ORDER BY \"seq\" LIMIT ?");
-    let rows = s
-        .fetch_write(
-            &sql,
-            &[Value::text(rid), Value::int(seq), Value::int(limit)],
-            &[ColType::Int, ColType::Text],
-        )
-        .await?;
-    Ok(rows.into_iter().map(item_row).collect())
+    items(s, rid, seq, limit, true).await
 }
 
-/// Up to `limit` items of `rid` from `seq` on, in order, read on a reader's connection (a
-/// worker reading ahead while its writes go on).
+/// The same items read on a reader's connection (a worker reading ahead while its writes go
+/// on).
 pub async fn read_items(s: &dyn Storage, rid: &str, seq: i64, limit: i64) -> Result<Vec<ItemRow>> {
-    let d = s.dialect();
-    let sql = d.bind("SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = ? AND \"seq\" >= ? ORDER BY \"seq\" LIMIT ?");
-    let rows = s
-        .fetch(
-            &sql,
-            &[Value::text(rid), Value::int(seq), Value::int(limit)],
-            &[ColType::Int, ColType::Text],
-        )
-        .await?;
+    items(s, rid, seq, limit, false).await
+}
+
+async fn items(
+    s: &dyn Storage,
+    rid: &str,
+    seq: i64,
+    limit: i64,
+    on_writer: bool,
+) -> Result<Vec<ItemRow>> {
+    let sql = s.dialect().bind("SELECT \"seq\", \"item\" FROM \"bg_items\" WHERE \"rid\" = ? AND \"seq\" >= ? ORDER BY \"seq\" LIMIT ?");
+    let args = [Value::text(rid), Value::int(seq), Value::int(limit)];
+    let types = [ColType::Int, ColType::Text];
+    let rows = if on_writer {
+        s.fetch_write(&sql, &args, &types).await?
+    } else {
+        s.fetch(&sql, &args, &types).await?
+    };
     Ok(rows.into_iter().map(item_row).collect())
 }
 
