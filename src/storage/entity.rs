@@ -384,6 +384,17 @@ pub async fn insert_many(
             arrays.join(", "),
         );
         ex.fetch_columns(&sql, &columns, &types).await?
+    } else if !full && ex.numbers_inserts() {
+        // Only the ids are wanted, and the backend knows them without a RETURNING clause
+        // (which on SQLite keeps every returned row in a temporary table first).
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES {}",
+            d.quote(&e.name),
+            cols.join(", "),
+            d.value_groups(width, rows, 1),
+        );
+        let ids = ex.insert_numbered(&sql, args).await?;
+        ids.into_iter().map(|id| vec![Value::int(id)]).collect()
     } else {
         let sql = format!(
             "INSERT INTO {} ({}) VALUES {} RETURNING {returning}",

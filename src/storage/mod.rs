@@ -201,6 +201,19 @@ pub trait Exec: Send {
             "array parameters are bound only in a PostgreSQL transaction".into(),
         ))
     }
+    /// Whether [`Exec::insert_numbered`] can run here (SQLite).
+    fn numbers_inserts(&self) -> bool {
+        false
+    }
+    /// Runs a multi-row `INSERT` without `RETURNING`, its values borrowed, and returns the ids
+    /// of its rows in insertion order without reading them back: on SQLite the rows of one
+    /// statement take consecutive ids, the last of them `last_insert_rowid()`. Only where
+    /// [`Exec::numbers_inserts`].
+    async fn insert_numbered(&mut self, _sql: &str, _args: &[&Value]) -> Result<Vec<i64>> {
+        Err(StorageError::Database(
+            "inserts are numbered only in a SQLite transaction".into(),
+        ))
+    }
     /// Records that the statement just run added `delta` rows to (or, negative, removed them
     /// from) the table of `entity`, for its kept row count (see [`counts`]). PostgreSQL's
     /// triggers count by themselves; on SQLite a transaction adds the deltas up and writes them

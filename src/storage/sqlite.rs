@@ -287,6 +287,20 @@ impl Exec for SqliteTx {
     async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
         fetch_on(self.conn(), sql, args, types)
     }
+    fn numbers_inserts(&self) -> bool {
+        true
+    }
+    async fn insert_numbered(&mut self, sql: &str, args: &[&Value]) -> Result<Vec<i64>> {
+        let c = self.conn();
+        let mut st = c.prepare_cached(sql).map_err(db)?;
+        let n = st
+            .execute(rusqlite::params_from_iter(args.iter().map(|v| Arg(v))))
+            .map_err(db)? as i64;
+        // Each row takes one more than the largest id so far: one statement's rows (no trigger
+        // inserts into an entity's table) are numbered one after another.
+        let last = c.last_insert_rowid();
+        Ok((last - n + 1..=last).collect())
+    }
     async fn count_rows(&mut self, _d: Dialect, entity: &str, delta: i64) -> Result<()> {
         match self.counts.iter_mut().find(|(e, _)| e == entity) {
             Some((_, n)) => *n += delta,
