@@ -19,6 +19,62 @@ pub(super) struct Lines<'a> {
     pub changed_cells: &'a [Vec<(usize, String)>],
     /// Whether to make the per-line progress messages.
     pub want_lines: bool,
+    /// The records' cells after `res` and `id`, rendered ahead where that is possible.
+    pub tails: Option<&'a Tails>,
+}
+
+/// The result cells of each record of a chunk that follow `res` and `id`, rendered on the
+/// preparing thread while the chunk before runs: when the upload has neither column (the
+/// result puts both first), is UTF-8 and no hook changes cells, all that is left to write
+/// once a row ran is its `res` and `id`.
+pub(super) struct Tails {
+    /// For each record: a separator, its echoed cells, and the line's end.
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Tails {
+    /// Whether an upload of `cols` in `encoding`, with `hooks`, can have its tails rendered
+    /// ahead.
+    pub fn possible(
+        cols: &Columns,
+        encoding: &'static encoding_rs::Encoding,
+        hooks: &super::run::Hooks,
+    ) -> bool {
+        cols.res.is_none()
+            && cols.id.is_none()
+            && encoding == encoding_rs::UTF_8
+            && hooks.is_empty()
+    }
+
+    /// The tails of `records`, separated by `separator`.
+    pub fn render(
+        cols: &Columns,
+        records: &[csv::StringRecord],
+        separator: u8,
+    ) -> Result<Tails, StorageError> {
+        let mut w = csv::WriterBuilder::new()
+            .delimiter(separator)
+            .terminator(csv::Terminator::CRLF)
+            .from_writer(Vec::with_capacity(records.len() * 64));
+        let mut ends = Vec::with_capacity(records.len());
+        for rec in records {
+            // The empty first field stands for what comes before: the record starts with
+            // its separator.
+            let cells = rows::result_cells(cols, rec, Some(""), None);
+            w.write_record(cells[1..].iter().map(|c| c.as_bytes()))
+                .map_err(io_err)?;
+            w.flush().map_err(io_err)?;
+            ends.push(w.get_ref().len());
+        }
+        let bytes = w.into_inner().map_err(io_err)?;
+        Ok(Tails { bytes, ends })
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
 }
 
 impl Lines<'_> {
@@ -31,6 +87,9 @@ impl Lines<'_> {
         encoding: &'static encoding_rs::Encoding,
         outcomes: &[crate::engine::Outcome],
     ) -> Result<(Vec<u8>, Vec<String>), StorageError> {
+        if let Some(tails) = self.tails {
+            return self.render_with(tails, plan, outcomes);
+        }
         let mut outcomes = outcomes.iter();
         let mut text = Vec::with_capacity(self.records.len() * 64);
         let mut lines = Vec::new();
@@ -78,6 +137,69 @@ impl Lines<'_> {
         super::validate::encode(&text, encoding, &mut bytes);
         Ok((bytes, lines))
     }
+}
+
+impl Lines<'_> {
+    /// [`Lines::render`] with the tails rendered ahead: each line is its `res` and `id`, then
+    /// its tail.
+    fn render_with(
+        &self,
+        tails: &Tails,
+        plan: &Plan,
+        outcomes: &[crate::engine::Outcome],
+    ) -> Result<(Vec<u8>, Vec<String>), StorageError> {
+        let mut outcomes = outcomes.iter();
+        let mut text = Vec::with_capacity(tails.bytes.len() + self.records.len() * 16);
+        let mut lines = Vec::new();
+        for (i, kind) in self.kinds.iter().enumerate() {
+            let line = self.first_line + i as i64;
+            match kind {
+                None => text.push(plan.layout.separator),
+                Some(fills_id) => {
+                    let internal = Err(CallError::Internal);
+                    let o = outcomes.next().unwrap_or(&internal);
+                    let (status, res) = rows::res_of(o);
+                    let new_id = match o {
+                        Ok(obj) if *fills_id => obj["id"].as_i64(),
+                        _ => None,
+                    };
+                    if self.want_lines {
+                        lines.push(format!("Line: {line} done. Result: {status}. {res}"));
+                    }
+                    push_cell(&mut text, &res, plan.layout.separator)?;
+                    text.push(plan.layout.separator);
+                    // Digits: never quoted.
+                    if let Some(n) = new_id {
+                        use std::io::Write;
+                        write!(text, "{n}").map_err(io_err)?;
+                    }
+                }
+            }
+            text.extend_from_slice(tails.get(i));
+        }
+        Ok((text, lines))
+    }
+}
+
+/// Appends one cell as the CSV writer writes it: as it is, or quoted when it holds the
+/// separator, a quote or a line break.
+fn push_cell(text: &mut Vec<u8>, cell: &str, separator: u8) -> Result<(), StorageError> {
+    if !cell
+        .bytes()
+        .any(|b| matches!(b, b'"' | b'\r' | b'\n') || b == separator)
+    {
+        text.extend_from_slice(cell.as_bytes());
+        return Ok(());
+    }
+    let mut w = csv::WriterBuilder::new()
+        .delimiter(separator)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::with_capacity(cell.len() + 8));
+    // With an empty second cell, so that an empty cell is not written as `""`.
+    w.write_record([cell.as_bytes(), b""]).map_err(io_err)?;
+    let quoted = w.into_inner().map_err(io_err)?;
+    text.extend_from_slice(&quoted[..quoted.len() - 2]);
+    Ok(())
 }
 
 /// The result lines of rows that did not run because the request was cancelled.
@@ -146,4 +268,72 @@ pub(super) fn open_result(
     super::validate::encode(&String::from_utf8_lossy(&text), plan.encoding(), &mut bytes);
     f.write_all(&bytes).map_err(io_err)?;
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rows::Kind;
+    use serde_json::json;
+
+    #[test]
+    fn lines_rendered_ahead_are_the_lines_rendered_whole() {
+        for separator in [b',', b';'] {
+            let plan: Plan = serde_json::from_value(json!({
+                "entity": "campaigns", "encoding": "UTF-8",
+                "layout": {"header": ["op", "name", "note", "n"], "separator": separator, "rows": 5, "bom": false},
+                "utf8_path": "/nonexistent", "file_name": "x.csv",
+            }))
+            .unwrap();
+            let cols = Columns {
+                names: plan.layout.header.clone(),
+                op: 0,
+                id: None,
+                res: None,
+                sealed: false,
+                kinds: vec![Kind::Plain, Kind::Text, Kind::Text, Kind::Plain],
+            };
+            let records: Vec<csv::StringRecord> = [
+                vec!["c", "plain", "x", "1"],
+                vec!["", "skipped, with a comma", "", ""],
+                vec!["c", "a \"quote\"", "line\nbreak", "2"],
+                vec!["u", "=formula", "semi;colon", ""],
+                vec!["c", "", "", "x"],
+            ]
+            .into_iter()
+            .map(csv::StringRecord::from)
+            .collect();
+            let kinds = [Some(true), None, Some(true), Some(false), Some(true)];
+            let outcomes: Vec<crate::engine::Outcome> = vec![
+                Ok(json!({"id": 41})),
+                Err(CallError::invalid_field(
+                    "name",
+                    "is \"taken\", try; another\none",
+                )),
+                Ok(json!({"id": 7})),
+                Err(CallError::invalid_field("n", "must be a number")),
+            ];
+            let tails = Tails::render(&cols, &records, separator).unwrap();
+            let lines = |tails| Lines {
+                first_line: 10,
+                records: &records,
+                kinds: &kinds,
+                changed_cells: &[],
+                want_lines: true,
+                tails,
+            };
+            let whole = lines(None)
+                .render(&plan, &cols, encoding_rs::UTF_8, &outcomes)
+                .unwrap();
+            let ahead = lines(Some(&tails))
+                .render(&plan, &cols, encoding_rs::UTF_8, &outcomes)
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&ahead.0),
+                String::from_utf8_lossy(&whole.0)
+            );
+            assert_eq!(ahead.1, whole.1);
+            assert_eq!(whole.0.iter().filter(|b| **b == b'\n').count(), 6);
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! A run that stops (crash, shutdown) resumes from the last committed chunk: the result file
 //! is cut back to the committed length and the rows after it run again, nothing twice.
 
-use super::result_file::{Lines, not_run, open_result};
+use super::result_file::{Lines, Tails, not_run, open_result};
 use super::rows::{self, Columns, Work};
 use super::stage::{Ready, Spent, Stage, Target, Work as Prepared};
 use super::{Plan, keep};
@@ -103,12 +103,15 @@ pub async fn rows(
     if plan.bundle.is_some() {
         refused = start_bundle(jobs, plugins, req, caller, &entity, &mut plan).await?;
     }
+    let hooks = hooks_of(plugins, &entity, &plan);
+    let tails = Tails::possible(&cols, encoding, &hooks).then_some(plan.layout.separator);
     let target = Target {
         engine: jobs.engine.clone(),
         caller: caller.clone(),
         cols: cols.clone(),
         entity: entity.clone(),
-        hooks: hooks_of(plugins, &entity, &plan),
+        hooks,
+        tails,
     };
     let mut stage = Stage::spawn(target, rx_rows);
     if refused.is_some() {
@@ -139,7 +142,8 @@ pub async fn rows(
             kinds,
             changed_cells,
             prepared,
-        } = stage.work(work, &records).await;
+            tails,
+        } = stage.work(work, &records).await?;
         let want_lines = !matches!(sink, Sink::Quiet);
         let mut retry = Retry::new("upload chunk");
         let committed = loop {
@@ -173,6 +177,7 @@ pub async fn rows(
                     kinds: &kinds,
                     changed_cells: &changed_cells,
                     want_lines,
+                    tails: tails.as_ref(),
                 };
                 let (bytes, lines) = lines.render(&plan, &cols, encoding, &outcomes)?;
                 out.write_all(&bytes).map_err(io_err)?;

@@ -1,14 +1,17 @@
 //! The preparing stage of the row pipeline. Three stages run side by side, each on its own
 //! thread: the reader parses the working copy into chunks of records, this stage turns each
-//! chunk into checked engine calls (the bundle's `on_row` hooks, coercion, validation), and
-//! the runner writes the chunk it holds while the next one is prepared. Preparing needs no
+//! chunk into checked engine calls (the bundle's `on_row` hooks, coercion, validation) and
+//! renders what its result lines echo of the upload ([`Tails`]), and the runner writes the
+//! chunk it holds while the next one is prepared. Preparing needs no
 //! transaction, and a chunk that runs again after contention reuses what was prepared.
 
+use super::result_file::Tails;
 use super::rows::Columns;
 use super::run::{CHUNK, Hooks, RowCalls, calls_of};
 use crate::engine::batch::PreparedChunk;
 use crate::engine::{Caller, Engine};
 use crate::schema::Entity;
+use crate::storage::StorageError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
@@ -16,7 +19,7 @@ use tokio::sync::mpsc;
 /// One chunk of records, and what they run as unless the runner stopped wanting that.
 pub(super) struct Ready {
     pub records: Vec<csv::StringRecord>,
-    pub work: Option<Work>,
+    pub work: Option<Result<Work, StorageError>>,
 }
 
 /// A chunk's prepared calls, with what the result file needs to know of its rows.
@@ -26,6 +29,8 @@ pub(super) struct Work {
     /// See [`RowCalls::changed_cells`].
     pub changed_cells: Vec<Vec<(usize, String)>>,
     pub prepared: PreparedChunk,
+    /// The records' result cells after `res` and `id`, when the target renders them ahead.
+    pub tails: Option<Tails>,
 }
 
 /// What a chunk left once it ran, given back to be freed on the thread that allocated most
@@ -54,6 +59,9 @@ pub(super) struct Target {
     pub cols: Columns,
     pub entity: Arc<Entity>,
     pub hooks: Hooks,
+    /// The separator of the result file, when the tails of its lines are rendered ahead
+    /// (see [`Tails::possible`]).
+    pub tails: Option<u8>,
 }
 
 impl Stage {
@@ -100,7 +108,11 @@ impl Stage {
     }
 
     /// The prepared calls of a chunk, prepared now if the stage had skipped it.
-    pub async fn work(&self, work: Option<Work>, records: &[csv::StringRecord]) -> Work {
+    pub async fn work(
+        &self,
+        work: Option<Result<Work, StorageError>>,
+        records: &[csv::StringRecord],
+    ) -> Result<Work, StorageError> {
         match work {
             Some(w) => w,
             None => prepare(&self.target, records).await,
@@ -119,7 +131,7 @@ impl Stage {
     }
 }
 
-async fn prepare(t: &Target, records: &[csv::StringRecord]) -> Work {
+async fn prepare(t: &Target, records: &[csv::StringRecord]) -> Result<Work, StorageError> {
     debug_assert!(records.len() <= CHUNK);
     let RowCalls {
         kinds,
@@ -127,9 +139,14 @@ async fn prepare(t: &Target, records: &[csv::StringRecord]) -> Work {
         changed_cells,
     } = calls_of(&t.cols, &t.entity, records, &t.hooks);
     let prepared = t.engine.prepare_chunk(&t.caller, calls).await;
-    Work {
+    let tails = match t.tails {
+        Some(separator) => Some(Tails::render(&t.cols, records, separator)?),
+        None => None,
+    };
+    Ok(Work {
         kinds,
         changed_cells,
         prepared,
-    }
+        tails,
+    })
 }

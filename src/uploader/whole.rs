@@ -362,6 +362,7 @@ impl Whole<'_> {
                 kinds: &kinds,
                 changed_cells: &changed_cells,
                 want_lines: self.want_lines,
+                tails: None,
             };
             let (bytes, rendered) = chunk.render(plan, cols, encoding, &outcomes)?;
             out.write_all(&bytes).map_err(io_err)?;
@@ -422,6 +423,7 @@ impl Whole<'_> {
                 kinds: &kinds,
                 changed_cells: &[],
                 want_lines: self.want_lines,
+                tails: None,
             };
             let (bytes, rendered) = chunk.render(plan, cols, encoding, &outcomes)?;
             out.write_all(&bytes).map_err(io_err)?;
