@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 const GROUP_ROWS: usize = 500;
 
 /// The call a batch item stands for, or why it stands for none.
-pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
+pub fn item_call(entity: &str, op: Op, item: Json) -> Result<Call, CallError> {
     let id_of = |v: &Json| -> Option<i64> {
         v.as_i64()
             .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
@@ -27,23 +27,21 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
             entity: entity.to_string(),
             op,
             id: None,
-            params: m.clone(),
+            params: m,
             prehashed: false,
         }),
-        (Op::Update, Json::Object(m)) => {
+        (Op::Update, Json::Object(mut params)) => {
             // Without `id` the item names its object by the entity's key (checked when the
             // call is prepared).
-            let id = match m.get("id") {
+            let id = match params.remove("id") {
                 None => None,
-                Some(v) => Some(id_of(v).ok_or_else(|| {
+                Some(v) => Some(id_of(&v).ok_or_else(|| {
                     CallError::invalid_field(
                         "id",
                         "each item of a PUT batch needs an integer `id` (or the entity's key)",
                     )
                 })?),
             };
-            let mut params = m.clone();
-            params.remove("id");
             Ok(Call {
                 entity: entity.to_string(),
                 op,
@@ -64,7 +62,7 @@ pub fn item_call(entity: &str, op: Op, item: &Json) -> Result<Call, CallError> {
                 prehashed: false,
             })
         }
-        (Op::Delete, v) => match id_of(v) {
+        (Op::Delete, v) => match id_of(&v) {
             Some(id) => Ok(Call {
                 entity: entity.to_string(),
                 op,
@@ -262,26 +260,24 @@ impl Engine {
         }
     }
 
-    /// Runs a whole batch synchronously, in chunks of `chunk` calls per transaction.
-    pub async fn run_batch(
-        &self,
-        caller: &Caller,
-        calls: Vec<Result<Call, CallError>>,
-        chunk: usize,
-    ) -> Vec<Outcome> {
-        let mut out = Vec::with_capacity(calls.len());
-        let mut rest = calls.into_iter().peekable();
-        while rest.peek().is_some() {
-            let part: Vec<_> = rest.by_ref().take(chunk.max(1)).collect();
-            let n = part.len();
-            let prepared = self.prepare_chunk(caller, part).await;
+    /// Runs a whole batch synchronously, in chunks of `chunk` calls per transaction. The calls
+    /// are made and prepared one chunk ahead, on a thread of their own (see [`super::ahead`]).
+    pub async fn run_batch<I>(&self, caller: &Caller, calls: I, chunk: usize) -> Vec<Outcome>
+    where
+        I: Iterator<Item = Result<Call, CallError>> + Send + 'static,
+    {
+        let (lower, _) = calls.size_hint();
+        let mut out = Vec::with_capacity(lower);
+        let mut ahead = super::ahead::Ahead::spawn(self.clone(), caller.clone(), calls, chunk);
+        while let Some(prepared) = ahead.next().await {
             match self.commit_chunk(caller, &prepared, true).await {
                 Ok(o) => out.extend(o),
                 Err(e) => {
                     let err = super::internal(e);
-                    out.extend(std::iter::repeat_n(Err(err), n));
+                    out.extend(std::iter::repeat_n(Err(err), prepared.len()));
                 }
             }
+            ahead.recycle(prepared);
         }
         out
     }

@@ -2,6 +2,7 @@
 //! become a [`Call`], which is checked against the entity's compiled schema and access rules
 //! ([`prepare`]), then executed in a storage transaction ([`exec`]). The engine knows no HTTP.
 
+mod ahead;
 pub mod batch;
 pub mod changes;
 pub mod creates;
@@ -87,11 +88,11 @@ pub struct Call {
 /// The result of a call: the object (created, updated or deleted) or the error.
 pub type Outcome = Result<Json, CallError>;
 
-/// HTTP-style status and body of an outcome, as a batch item or a stored result shows it.
-pub fn outcome_parts(o: &Outcome) -> (u16, Json) {
+/// HTTP-style status and the text of the body of an outcome, as a stored result holds it.
+pub fn outcome_text(o: &Outcome) -> (u16, String) {
     match o {
-        Ok(obj) => (200, obj.clone()),
-        Err(e) => (e.status(), e.body()),
+        Ok(obj) => (200, obj.to_string()),
+        Err(e) => (e.status(), e.body().to_string()),
     }
 }
 

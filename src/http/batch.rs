@@ -5,7 +5,7 @@ use super::error::{ApiError, Result};
 use super::{AppState, json_response};
 use crate::engine::batch::item_call;
 use crate::engine::whole::Mode;
-use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
+use crate::engine::{Call, CallError, Caller, Op, Outcome};
 use crate::jobs::queue::{ItemTexts, NewRequest, Reply};
 use poem::http::StatusCode;
 use poem::{Request, Response};
@@ -70,17 +70,19 @@ fn accepted(rid: &str) -> Response {
 
 /// The JSON text of batch result items.
 pub fn results_json(outcomes: &[Outcome]) -> String {
-    let mut out = String::with_capacity(outcomes.len() * 160 + 2);
-    out.push('[');
+    let mut out = Vec::with_capacity(outcomes.len() * 160 + 2);
+    out.push(b'[');
     for (i, o) in outcomes.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        let (status, body) = outcome_parts(o);
-        push_item(&mut out, i64::from(status), &body.to_string());
+        match o {
+            Ok(obj) => push_value_item(&mut out, 200, obj),
+            Err(e) => push_value_item(&mut out, e.status(), &e.body()),
+        }
     }
-    out.push(']');
-    out
+    out.push(b']');
+    String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
 /// Appends one `{"status": s, "body": "<json text>"}` item.
@@ -90,6 +92,42 @@ pub fn push_item(out: &mut String, status: i64, body_text: &str) {
     out.push_str(",\"body\":");
     out.push_str(&serde_json::to_string(body_text).unwrap_or_else(|_| "\"\"".into()));
     out.push('}');
+}
+
+/// [`push_item`] of the text of `body`, written as the escaped string at once.
+fn push_value_item(out: &mut Vec<u8>, status: u16, body: &Json) {
+    use std::io::Write;
+    let _ = write!(out, "{{\"status\":{status},\"body\":\"");
+    let _ = serde_json::to_writer(Escaped(out), body);
+    out.extend_from_slice(b"\"}");
+}
+
+/// Writes JSON text as the inside of a JSON string. JSON text holds no control characters
+/// (its strings escape them), so only quotes and backslashes need escaping.
+struct Escaped<'a>(&'a mut Vec<u8>);
+
+impl std::io::Write for Escaped<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut from = 0;
+        for (i, b) in buf.iter().enumerate() {
+            if matches!(b, b'"' | b'\\') {
+                self.0.extend_from_slice(&buf[from..i]);
+                self.0.push(b'\\');
+                from = i;
+            }
+        }
+        self.0.extend_from_slice(&buf[from..]);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The value of an item's text (which the body's parse has already checked).
+fn parse_item(text: &str) -> Json {
+    serde_json::from_str(text).unwrap_or(Json::Null)
 }
 
 /// Runs a batch of `items` on `entity`: in the background unless `bgrs` is false.
@@ -150,23 +188,19 @@ pub async fn run(
             return Ok(reply_response(reply));
         }
     }
-    let calls: Vec<Result<Call, CallError>> = items
-        .iter()
-        .map(|text| {
-            item_call(
-                entity,
-                op,
-                &serde_json::from_str(text).unwrap_or(Json::Null),
-            )
-        })
-        .collect();
-    drop(items);
     let outcomes = if mode.whole() {
+        let calls: Vec<Result<Call, CallError>> = (0..items.len())
+            .map(|i| item_call(entity, op, parse_item(items.get(i))))
+            .collect();
+        drop(items);
         state
             .engine
             .run_whole(caller, calls, SYNC_CHUNK, mode)
             .await
     } else {
+        // The items are parsed into calls one chunk ahead of the writer, on its own thread.
+        let entity = entity.to_string();
+        let calls = (0..items.len()).map(move |i| item_call(&entity, op, parse_item(items.get(i))));
         state.engine.run_batch(caller, calls, SYNC_CHUNK).await
     };
     let body = results_json(&outcomes);
@@ -224,4 +258,32 @@ pub async fn background_call(
         Ok(rid) => accepted(&rid),
         Err(reply) => reply_response(reply),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_items_are_the_escaped_text_of_their_bodies() {
+        let obj = json!({"id": 7, "name": "a \"quoted\" \\ name\n\t\u{1}é😀", "n": 1.5, "x": null});
+        let outcomes: Vec<Outcome> = vec![
+            Ok(obj.clone()),
+            Err(CallError::invalid_field("name", "is \"bad\"")),
+        ];
+        let text = results_json(&outcomes);
+        let parsed: Json = serde_json::from_str(&text).unwrap();
+        let items = parsed.as_array().unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0]["status"], 200);
+        let body: Json = serde_json::from_str(items[0]["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body, obj);
+        assert_eq!(items[0]["body"].as_str().unwrap(), obj.to_string());
+        assert_eq!(items[1]["status"], 400);
+        let err = CallError::invalid_field("name", "is \"bad\"").body();
+        assert_eq!(items[1]["body"].as_str().unwrap(), err.to_string());
+        let mut old = String::new();
+        push_item(&mut old, 200, &obj.to_string());
+        assert!(text.starts_with(&format!("[{old},")));
+    }
 }

@@ -11,7 +11,7 @@ use crate::engine::batch::item_call;
 use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
 use crate::engine::whole::{Mode, settle};
-use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_parts};
+use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_text};
 use crate::schema::Role;
 use crate::storage::request_log::{self, ResultRow};
 use crate::storage::{Dialect, StorageError};
@@ -35,9 +35,9 @@ impl Items {
     }
 
     /// How a stored item becomes a call.
-    fn item_to_call(&self, req: &Request, item: &Json) -> Result<Call, CallError> {
+    fn item_to_call(&self, req: &Request, item: Json) -> Result<Call, CallError> {
         match self.id {
-            KindId::Call => serde_json::from_value(item.clone()).map_err(|_| CallError::Internal),
+            KindId::Call => serde_json::from_value(item).map_err(|_| CallError::Internal),
             _ => {
                 let op: Op = serde_json::from_value(req.params["op"].clone()).unwrap_or(Op::Create);
                 let mut call = item_call(&req.entity, op, item)?;
@@ -64,7 +64,7 @@ impl Items {
                     ));
                 }
                 let item: Json = serde_json::from_str(&row.item).unwrap_or(Json::Null);
-                self.item_to_call(req, &item)
+                self.item_to_call(req, item)
             })
             .collect()
     }
@@ -275,11 +275,11 @@ impl Items {
                     .iter()
                     .enumerate()
                     .map(|(i, o)| {
-                        let (status, body) = outcome_parts(o);
+                        let (status, body) = outcome_text(o);
                         ResultRow {
                             seq: i as i64,
                             status: i64::from(status),
-                            body: body.to_string(),
+                            body,
                         }
                     })
                     .collect();
@@ -361,11 +361,11 @@ async fn try_chunk(
         .iter()
         .enumerate()
         .map(|(i, o)| {
-            let (status, body) = outcome_parts(o);
+            let (status, body) = outcome_text(o);
             ResultRow {
                 seq: first + i as i64,
                 status: i64::from(status),
-                body: body.to_string(),
+                body,
             }
         })
         .collect();
