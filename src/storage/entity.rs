@@ -1,7 +1,7 @@
 //! SQL for entity rows, built from the compiled catalog with bound values only.
 
 use super::sql::Dialect;
-use super::{Exec, Result, Row, Value};
+use super::{Exec, Result, Row, StorageError, Value};
 use crate::schema::{ColType, Entity};
 
 fn column_list(d: Dialect, e: &Entity) -> String {
@@ -384,9 +384,9 @@ pub async fn insert_many(
             arrays.join(", "),
         );
         ex.fetch_columns(&sql, &columns, &types).await?
-    } else if !full && ex.numbers_inserts() {
-        // Only the ids are wanted, and the backend knows them without a RETURNING clause
-        // (which on SQLite keeps every returned row in a temporary table first).
+    } else if ex.numbers_inserts() {
+        // The backend knows the ids without a RETURNING clause, which on SQLite keeps every
+        // returned row in a temporary table first; whole rows are read back by their ids.
         let sql = format!(
             "INSERT INTO {} ({}) VALUES {}",
             d.quote(&e.name),
@@ -394,7 +394,30 @@ pub async fn insert_many(
             d.value_groups(width, rows, 1),
         );
         let ids = ex.insert_numbered(&sql, args).await?;
-        ids.into_iter().map(|id| vec![Value::int(id)]).collect()
+        match (full, ids.first(), ids.last()) {
+            (true, Some(first), Some(last)) => {
+                let id = d.quote("id");
+                let sql = format!(
+                    "SELECT {returning} FROM {} WHERE {id} BETWEEN {} AND {} ORDER BY {id}",
+                    d.quote(&e.name),
+                    d.ph(1),
+                    d.ph(2),
+                );
+                let read = ex
+                    .fetch(&sql, &[Value::int(*first), Value::int(*last)], &types)
+                    .await?;
+                if read.len() != ids.len() {
+                    return Err(StorageError::Database(format!(
+                        "inserted {} rows into {} but read back {}",
+                        ids.len(),
+                        e.name,
+                        read.len()
+                    )));
+                }
+                read
+            }
+            _ => ids.into_iter().map(|id| vec![Value::int(id)]).collect(),
+        }
     } else {
         let sql = format!(
             "INSERT INTO {} ({}) VALUES {} RETURNING {returning}",
