@@ -12,7 +12,7 @@ pub mod kinds;
 pub mod queue;
 pub mod record;
 mod runner;
-pub use runner::{Ending, LeaseGuard};
+pub use runner::{Advance, Ending, LeaseGuard};
 pub mod sweeper;
 pub mod undo;
 pub mod watch;
