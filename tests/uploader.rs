@@ -175,6 +175,92 @@ async fn every_row_error() {
     app.stop().await;
 }
 
+/// Rows that fail in the middle of a chunk of many (a taken key and a missing reference among
+/// creates, a taken key among updates) get their errors, and every other row of the chunk and
+/// of the chunks around it runs.
+#[tokio::test]
+async fn a_failing_row_inside_a_chunk_leaves_the_others() {
+    let app = spawn_app().await;
+    let c = app.create("campaigns", json!({"name": "chunks"})).await;
+    let cid = c["id"].as_i64().unwrap();
+    // Three chunks of creates; in the second, row 1500 takes the key of row 10 (committed in
+    // the first chunk) and row 1700 names a campaign that does not exist.
+    let mut csv = String::from("op,id,name,campaign_id\n");
+    for i in 1..=2500 {
+        match i {
+            1500 => csv.push_str(&format!("c,,m10,{cid}\n")),
+            1700 => csv.push_str("c,,m1700,999999\n"),
+            _ => csv.push_str(&format!("c,,m{i},{cid}\n")),
+        }
+    }
+    let (_, body) = sync_upload(&app, "markers", "c.csv", csv.into_bytes()).await;
+    let r = rows(&String::from_utf8(body).unwrap(), b',');
+    assert_eq!(r.len(), 2501);
+    let at = r[0].iter().position(|c| c == "id").expect("an id column");
+    let mut ids = std::collections::HashMap::new();
+    for (n, row) in r[1..].iter().enumerate() {
+        let line = n + 1;
+        match line {
+            1500 => {
+                assert!(row[0].contains("already has this key"), "{line}: {row:?}");
+                assert_eq!(row[at], "", "{line}");
+            }
+            1700 => {
+                assert!(row[0].contains("campaign_id"), "{line}: {row:?}");
+                assert_eq!(row[at], "", "{line}");
+            }
+            _ => {
+                assert_eq!(row[0], "OK", "{line}: {row:?}");
+                let id: i64 = row[at].parse().expect("an id");
+                assert!(ids.insert(line, id).is_none());
+            }
+        }
+    }
+    assert_eq!(count(&app, "markers").await, "2498");
+
+    // A chunk of updates by id in which row 500 renames its marker to a name taken by a
+    // marker that the upload does not change.
+    let mut csv = String::from("op,id,name,campaign_id\n");
+    for line in 1..=1000usize {
+        let id = ids[&line];
+        if line == 500 {
+            csv.push_str(&format!("u,{id},m2400,{cid}\n"));
+        } else {
+            csv.push_str(&format!("u,{id},n{line},{cid}\n"));
+        }
+    }
+    let (_, body) = sync_upload(&app, "markers", "u.csv", csv.into_bytes()).await;
+    let r = rows(&String::from_utf8(body).unwrap(), b',');
+    assert_eq!(r.len(), 1001);
+    for (n, row) in r[1..].iter().enumerate() {
+        let line = n + 1;
+        if line == 500 {
+            assert!(row[0].contains("already has this key"), "{line}: {row:?}");
+        } else {
+            assert_eq!(row[0], "OK", "{line}: {row:?}");
+        }
+    }
+    for (line, name) in [
+        (1, "n1"),
+        (499, "n499"),
+        (500, "m500"),
+        (501, "n501"),
+        (1000, "n1000"),
+    ] {
+        let (s, b) = json(
+            app.admin(Method::GET, &format!("/markers/{}", ids[&line]))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["name"], name, "{line}: {b}");
+    }
+    assert_eq!(count(&app, "markers").await, "2498");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn whole_file_rejections_change_nothing() {
     let app = spawn_app().await;

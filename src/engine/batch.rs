@@ -1,8 +1,9 @@
 //! Batches: JSON array items become calls, and calls run in chunks, many per transaction.
 //! A chunk is prepared (checked, secrets hashed) before its transaction begins, then executed
 //! inside it; after contention the same prepared chunk runs again in a new transaction.
-//! On PostgreSQL each call runs in a savepoint so a failing one leaves the others; on SQLite
-//! a failing statement undoes only itself, so no savepoint is needed.
+//! On PostgreSQL a chunk first runs with no savepoint; when a call fails (which aborts the
+//! transaction there) it runs again with each call in a savepoint, so a failing one leaves the
+//! others. On SQLite a failing statement undoes only itself, so no savepoint is needed.
 
 use super::changes::{ChunkLog, NO_REQUEST, Recorder};
 use super::prepare::{self, Prepared};
@@ -82,6 +83,19 @@ pub fn item_call(entity: &str, op: Op, item: Json) -> Result<Call, CallError> {
     }
 }
 
+/// How a chunk's calls run on PostgreSQL, where a statement that fails aborts the whole
+/// transaction. (On SQLite a failing statement undoes only itself: no savepoint is needed, and
+/// both run the same.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Each group insert and each call in a savepoint of its own, so that a failing one leaves
+    /// the rest of the chunk: one outcome per call.
+    Savepoints,
+    /// No savepoint: cheaper when no call fails, but a call that breaks a constraint aborts
+    /// the transaction, and the chunk then runs again with [`Guard::Savepoints`].
+    Optimistic,
+}
+
 /// A chunk's calls, checked and ready to run: what [`Engine::prepare_chunk`] made of them.
 pub type PreparedChunk = Vec<Result<Prepared, CallError>>;
 
@@ -108,8 +122,9 @@ impl Engine {
     /// Runs prepared calls in order inside `tx` and returns one outcome per call. The rows the
     /// chunk updates or deletes are locked first, in id order, so that overlapping chunks wait
     /// for each other instead of deadlocking. Consecutive creates of the same shape share one
-    /// multi-row INSERT. An `Err` means the database failed and the transaction must be
-    /// rolled back (and, for contention, the chunk run again).
+    /// multi-row INSERT. On PostgreSQL each group and each call runs in a savepoint, so a
+    /// failing one leaves the rest of the chunk. An `Err` means the database failed and the
+    /// transaction must be rolled back (and, for contention, the chunk run again).
     pub async fn execute_chunk(
         &self,
         tx: &mut dyn Tx,
@@ -118,9 +133,66 @@ impl Engine {
         full: bool,
         rec: Option<&Recorder>,
     ) -> Result<Vec<Outcome>, StorageError> {
+        let run = self
+            .run_chunk(tx, caller, prepared, full, rec, Guard::Savepoints)
+            .await?;
+        Ok(run.expect("a chunk run in savepoints has an outcome per call"))
+    }
+
+    /// Runs a chunk in a transaction of its own, begun here, and returns the transaction
+    /// (still open, for the caller's own writes and its commit) with one outcome per call.
+    /// On PostgreSQL the chunk first runs with no savepoint at all; when one of its statements
+    /// broke a constraint (which aborts the transaction there) it is rolled back and runs again
+    /// in a new transaction with a savepoint around each group and call, as
+    /// [`Engine::execute_chunk`] does, which gives every call its outcome. `guard` starts as
+    /// [`Guard::Optimistic`] and becomes [`Guard::Savepoints`] once the chunk fell back, so
+    /// that running it again after contention goes straight to savepoints. On an `Err` the
+    /// transaction was rolled back.
+    pub async fn begin_chunk(
+        &self,
+        caller: &Caller,
+        prepared: &[Result<Prepared, CallError>],
+        full: bool,
+        rec: Option<&Recorder>,
+        guard: &mut Guard,
+    ) -> Result<(Box<dyn Tx>, Vec<Outcome>), StorageError> {
+        loop {
+            let mut tx = self.storage.begin().await?;
+            match self
+                .run_chunk(tx.as_mut(), caller, prepared, full, rec, *guard)
+                .await
+            {
+                Ok(Some(outcomes)) => return Ok((tx, outcomes)),
+                Ok(None) => {
+                    tx.rollback().await?;
+                    *guard = Guard::Savepoints;
+                }
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// [`Engine::execute_chunk`] with the choice of `guard`. `None` only with
+    /// [`Guard::Optimistic`] on PostgreSQL, when a statement broke a constraint: the
+    /// transaction is then aborted and must be rolled back.
+    async fn run_chunk(
+        &self,
+        tx: &mut dyn Tx,
+        caller: &Caller,
+        prepared: &[Result<Prepared, CallError>],
+        full: bool,
+        rec: Option<&Recorder>,
+        guard: Guard,
+    ) -> Result<Option<Vec<Outcome>>, StorageError> {
         let d = self.storage.dialect();
-        let isolate = d == Dialect::Postgres;
-        if isolate {
+        let postgres = d == Dialect::Postgres;
+        // Savepoints are needed only where a failed statement aborts the transaction.
+        let isolate = postgres && guard == Guard::Savepoints;
+        let optimistic = postgres && guard == Guard::Optimistic;
+        if postgres {
             lock_targets(self, tx, prepared).await?;
         }
         let mut log = match rec {
@@ -155,15 +227,20 @@ impl Engine {
                     .iter()
                     .filter_map(|r| r.as_ref().ok())
                     .collect();
-                if let Some(ins) = exec::insert_group(self, tx, &group, isolate, full).await? {
-                    if let Some(log) = &mut log {
-                        log.created(&p.entity, ins.ids);
+                match exec::insert_group(self, tx, &group, isolate, full).await? {
+                    Some(ins) => {
+                        if let Some(log) = &mut log {
+                            log.created(&p.entity, ins.ids);
+                        }
+                        for (k, o) in ins.objects.into_iter().enumerate() {
+                            outcomes[i + k] = Some(Ok(o));
+                        }
+                        i = j;
+                        continue;
                     }
-                    for (k, o) in ins.objects.into_iter().enumerate() {
-                        outcomes[i + k] = Some(Ok(o));
-                    }
-                    i = j;
-                    continue;
+                    // A row broke a constraint and, with no savepoint, aborted the transaction.
+                    None if optimistic => return Ok(None),
+                    None => {}
                 }
             } else {
                 j = i + 1;
@@ -175,7 +252,14 @@ impl Engine {
                         Some(log) if p.by_key() => log.read_by_key(tx, d, p).await?,
                         _ => None,
                     };
-                    let o = exec::execute(self, tx, caller, p, isolate, stamp).await?;
+                    let o = if optimistic {
+                        match exec::execute_unguarded(self, tx, p, stamp).await? {
+                            Some(o) => o,
+                            None => return Ok(None),
+                        }
+                    } else {
+                        exec::execute(self, tx, caller, p, isolate, stamp).await?
+                    };
                     if let Some(log) = &mut log {
                         log.applied(p, &o, by_key);
                     }
@@ -187,10 +271,12 @@ impl Engine {
         if let Some(log) = log {
             log.write(tx, d).await?;
         }
-        Ok(outcomes
-            .into_iter()
-            .map(|o| o.unwrap_or(Err(CallError::Internal)))
-            .collect())
+        Ok(Some(
+            outcomes
+                .into_iter()
+                .map(|o| o.unwrap_or(Err(CallError::Internal)))
+                .collect(),
+        ))
     }
 
     /// After a chunk committed: tells listeners about the users it changed.
@@ -231,22 +317,14 @@ impl Engine {
         full: bool,
     ) -> Result<Vec<Outcome>, StorageError> {
         let mut retry = Retry::new("batch chunk");
+        let mut guard = Guard::Optimistic;
         loop {
             let result = async {
-                let mut tx = self.storage.begin().await?;
-                match self
-                    .execute_chunk(tx.as_mut(), caller, prepared, full, None)
-                    .await
-                {
-                    Ok(o) => {
-                        tx.commit().await?;
-                        Ok(o)
-                    }
-                    Err(e) => {
-                        let _ = tx.rollback().await;
-                        Err(e)
-                    }
-                }
+                let (tx, o) = self
+                    .begin_chunk(caller, prepared, full, None, &mut guard)
+                    .await?;
+                tx.commit().await?;
+                Ok(o)
             }
             .await;
             match result {

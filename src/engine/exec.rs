@@ -23,7 +23,52 @@ pub async fn execute(
         ex.execute("SAVEPOINT item", &[]).await?;
     }
     let result = run(ex, engine.storage.dialect(), p, stamp).await;
-    let outcome = match result {
+    if isolate
+        && matches!(
+            result,
+            Err(StorageError::Database(_) | StorageError::Contention { .. })
+        )
+    {
+        let _ = ex.execute("ROLLBACK TO SAVEPOINT item", &[]).await;
+    }
+    let outcome = outcome_of(engine, p, result).await?;
+    if isolate {
+        let sql = if outcome.is_ok() {
+            "RELEASE SAVEPOINT item"
+        } else {
+            "ROLLBACK TO SAVEPOINT item"
+        };
+        ex.execute(sql, &[]).await?;
+    }
+    Ok(outcome)
+}
+
+/// Runs one prepared call on `ex` with no savepoint. `None` when its statement broke a
+/// constraint (a taken unique value, a missing reference, a missing value): on PostgreSQL that
+/// aborted the transaction, and the caller runs the call again where a savepoint guards it
+/// ([`execute`] with `isolate`), which tells its outcome.
+pub async fn execute_unguarded(
+    engine: &Engine,
+    ex: &mut dyn Exec,
+    p: &Prepared,
+    stamp: i64,
+) -> Result<Option<Outcome>, StorageError> {
+    match run(ex, engine.storage.dialect(), p, stamp).await {
+        Err(
+            StorageError::Unique { .. } | StorageError::ForeignKey | StorageError::NotNull { .. },
+        ) => Ok(None),
+        result => outcome_of(engine, p, result).await.map(Some),
+    }
+}
+
+/// The outcome of a call that ran: its object, or why it failed. An `Err` when the database
+/// failed (the transaction is then rolled back).
+async fn outcome_of(
+    engine: &Engine,
+    p: &Prepared,
+    result: Result<Done, StorageError>,
+) -> Result<Outcome, StorageError> {
+    Ok(match result {
         Ok(Done::Row(row)) => Ok(render::object(&p.entity, &row)),
         Ok(Done::Refused(e)) => Err(e),
         Ok(Done::Missing) if p.by_key() => Err(CallError::NoKeyMatch {
@@ -61,22 +106,8 @@ pub async fn execute(
         Err(StorageError::ForeignKey) => Err(CallError::InvalidReference {
             field: missing_reference(engine, p).await,
         }),
-        Err(e @ (StorageError::Database(_) | StorageError::Contention { .. })) => {
-            if isolate {
-                let _ = ex.execute("ROLLBACK TO SAVEPOINT item", &[]).await;
-            }
-            return Err(e);
-        }
-    };
-    if isolate {
-        let sql = if outcome.is_ok() {
-            "RELEASE SAVEPOINT item"
-        } else {
-            "ROLLBACK TO SAVEPOINT item"
-        };
-        ex.execute(sql, &[]).await?;
-    }
-    Ok(outcome)
+        Err(e @ (StorageError::Database(_) | StorageError::Contention { .. })) => return Err(e),
+    })
 }
 
 /// The error of a taken unique value. Storage names a unique index by its columns joined

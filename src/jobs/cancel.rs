@@ -1,6 +1,7 @@
 //! Cancelling a request: its owner (or an admin) asks; the worker running it sees the flag
-//! before its next chunk, records every item that did not run as not run, and ends the
-//! request as `cancelled`. What already ran stays applied and recorded.
+//! in the transaction of its next chunk (which then applies nothing), records every item that
+//! did not run as not run, and ends the request as `cancelled`. What already ran stays
+//! applied and recorded.
 
 use super::queue::add_detail;
 use super::record::Request;

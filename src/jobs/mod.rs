@@ -12,7 +12,7 @@ pub mod kinds;
 pub mod queue;
 pub mod record;
 mod runner;
-pub use runner::{Ending, LeaseGuard};
+pub use runner::{Advance, Ending, LeaseGuard};
 pub mod sweeper;
 pub mod undo;
 pub mod watch;
@@ -47,8 +47,8 @@ pub enum ChunkEnd<T> {
     Committed(T),
     /// Another worker holds the request now: nothing applied, and this worker stops.
     LeaseLost,
-    /// A cancel was asked for before the chunk ran (read inside its transaction): nothing
-    /// applied.
+    /// A cancel was asked for before the chunk committed (read inside its transaction):
+    /// nothing applied.
     Cancelled,
 }
 

@@ -12,6 +12,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::Instrument;
 
+/// What [`Jobs::advance_unless_cancelled`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advance {
+    /// The progress is recorded (committed with the chunk's transaction).
+    Recorded,
+    /// A cancel was asked for: the chunk's transaction is to be rolled back.
+    Cancelled,
+    /// Another worker holds the request now.
+    LeaseLost,
+}
+
 impl Jobs {
     /// Starts `n` workers; they stop claiming when `stop` turns true.
     pub fn spawn_workers(
@@ -124,12 +135,37 @@ impl Jobs {
         cursor: Option<i64>,
     ) -> Result<bool, StorageError> {
         let d = self.storage.dialect();
+        requests::advance(tx, d, &self.progress(req, done, cursor)).await
+    }
+
+    /// [`Jobs::advance`] that also reads, in the same statement, whether a cancel was asked
+    /// for. The chunk's transaction holds it until its commit: a cancel committed before then
+    /// is seen ([`Advance::Cancelled`]: the chunk is rolled back and did not run), one after waits for the
+    /// next chunk.
+    pub async fn advance_unless_cancelled(
+        &self,
+        tx: &mut dyn crate::storage::Tx,
+        req: &Request,
+        done: i64,
+        cursor: Option<i64>,
+    ) -> Result<Advance, StorageError> {
+        let d = self.storage.dialect();
+        let p = self.progress(req, done, cursor);
+        Ok(match requests::advance_reading_cancel(tx, d, &p).await? {
+            None => Advance::LeaseLost,
+            Some(true) => Advance::Cancelled,
+            Some(false) => Advance::Recorded,
+        })
+    }
+
+    /// The progress record of `req` after `done` rows or items.
+    fn progress<'a>(&'a self, req: &'a Request, done: i64, cursor: Option<i64>) -> Progress<'a> {
         let progress = if req.total > 0 {
             (done as f64 * 100.0 / req.total as f64).min(100.0)
         } else {
             100.0
         };
-        let p = Progress {
+        Progress {
             rid: &req.rid,
             worker: &self.worker_id,
             open: IN_PROGRESS,
@@ -137,8 +173,7 @@ impl Jobs {
             progress,
             heartbeat_at: unix_now(),
             cursor,
-        };
-        requests::advance(tx, d, &p).await
+        }
     }
 
     /// Keeps the lease of `req` while one long transaction holds its effects (a dry run or an

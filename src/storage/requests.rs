@@ -284,10 +284,30 @@ pub struct Progress<'a> {
 
 /// Records `p`; false when the request is not open under `p.worker`'s lease.
 pub async fn advance(ex: &mut dyn Exec, d: Dialect, p: &Progress<'_>) -> Result<bool> {
+    let (sql, args) = advance_statement(d, p, "");
+    Ok(ex.execute(&sql, &args).await? == 1)
+}
+
+/// Records `p` like [`advance`] and reads, in the same statement, whether a cancel of the
+/// request was asked for: `None` when the request is not open under `p.worker`'s lease, else
+/// the cancel flag. On PostgreSQL the update waits for a cancel being flagged meanwhile and
+/// then sees it.
+pub async fn advance_reading_cancel(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    p: &Progress<'_>,
+) -> Result<Option<bool>> {
+    let (sql, args) = advance_statement(d, p, " RETURNING \"cancel_requested\"");
+    let rows = ex.fetch(&sql, &args, &[ColType::Int]).await?;
+    Ok(rows.first().map(|r| r[0].as_i64().is_some_and(|f| f != 0)))
+}
+
+/// The update of [`advance`], ending with `tail`, and its arguments.
+fn advance_statement(d: Dialect, p: &Progress<'_>, tail: &str) -> (String, [Value; 7]) {
     let sql = format!(
         "UPDATE \"bg_requests\" SET \"done\" = {}, \"progress\" = {}, \"heartbeat_at\" = {}, \
          \"cursor\" = COALESCE({}, \"cursor\") \
-         WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}",
+         WHERE \"rid\" = {} AND \"locked_by\" = {} AND \"status_id\" = {}{tail}",
         d.ph(1),
         d.ph(2),
         d.ph(3),
@@ -305,7 +325,7 @@ pub async fn advance(ex: &mut dyn Exec, d: Dialect, p: &Progress<'_>) -> Result<
         Value::text(p.worker),
         Value::int(p.open),
     ];
-    Ok(ex.execute(&sql, &args).await? == 1)
+    (sql, args)
 }
 
 /// Renews the lease of `rid` held by `worker` while it is still `open`, changing nothing else;

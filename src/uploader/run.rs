@@ -8,11 +8,12 @@ use super::result_file::{Lines, Tails, not_run, open_result};
 use super::rows::{self, Columns, Work};
 use super::stage::{Ready, Spent, Stage, Target, Work as Prepared};
 use super::{Plan, keep};
+use crate::engine::batch::Guard;
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
 use crate::jobs::queue::{add_detail, add_details};
 use crate::jobs::record::Request;
-use crate::jobs::{ChunkEnd, Jobs};
+use crate::jobs::{Advance, ChunkEnd, Jobs};
 use crate::plugins::Registry;
 use crate::storage::StorageError;
 use std::io::{Seek, Write};
@@ -146,6 +147,8 @@ pub async fn rows(
         } = stage.work(work, &records).await?;
         let want_lines = !matches!(sink, Sink::Quiet);
         let mut retry = Retry::new("upload chunk");
+        // No savepoints unless a row of this chunk fails (see `Engine::begin_chunk`).
+        let mut guard = Guard::Optimistic;
         let committed = loop {
             let attempt = async {
                 if retry.attempt() > 1 {
@@ -153,24 +156,10 @@ pub async fn rows(
                     out.set_len(cursor as u64).map_err(io_err)?;
                     out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
                 }
-                let mut tx = jobs.storage.begin().await?;
-                // Read in the chunk's own transaction: a cancel committed before it is seen
-                // here, and one after it waits for this chunk.
-                if jobs.cancel_requested_in(tx.as_mut(), &req.rid).await? {
-                    tx.rollback().await?;
-                    return Ok(ChunkEnd::Cancelled);
-                }
-                let outcomes = match jobs
+                let (mut tx, outcomes) = jobs
                     .engine
-                    .execute_chunk(tx.as_mut(), caller, &prepared, false, Some(&rec))
-                    .await
-                {
-                    Ok(x) => x,
-                    Err(e) => {
-                        let _ = tx.rollback().await;
-                        return Err(e);
-                    }
-                };
+                    .begin_chunk(caller, &prepared, false, Some(&rec), &mut guard)
+                    .await?;
                 let lines = Lines {
                     first_line: done + 1,
                     records: &records,
@@ -184,9 +173,22 @@ pub async fn rows(
                 out.flush().map_err(io_err)?;
                 let cursor = cursor + bytes.len() as i64;
                 let done = done + records.len() as i64;
-                if !jobs.advance(tx.as_mut(), req, done, Some(cursor)).await? {
-                    let _ = tx.rollback().await;
-                    return Ok(ChunkEnd::LeaseLost);
+                // The progress update also reads the cancel flag, in the chunk's own
+                // transaction: a cancel committed before it is seen here (the chunk is rolled
+                // back and does not run), and one after it waits for this chunk.
+                match jobs
+                    .advance_unless_cancelled(tx.as_mut(), req, done, Some(cursor))
+                    .await?
+                {
+                    Advance::Recorded => {}
+                    Advance::Cancelled => {
+                        tx.rollback().await?;
+                        return Ok(ChunkEnd::Cancelled);
+                    }
+                    Advance::LeaseLost => {
+                        let _ = tx.rollback().await;
+                        return Ok(ChunkEnd::LeaseLost);
+                    }
                 }
                 if matches!(sink, Sink::Details) && !lines.is_empty() {
                     add_details(tx.as_mut(), d, &req.rid, &lines).await?;
