@@ -6,8 +6,8 @@
 use super::kinds::{JobKind, KindId};
 use super::queue::add_detail;
 use super::record::Request;
-use super::{ChunkEnd, Jobs};
-use crate::engine::batch::item_call;
+use super::{Advance, ChunkEnd, Jobs};
+use crate::engine::batch::{Guard, item_call};
 use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
 use crate::engine::whole::{Mode, settle};
@@ -146,8 +146,10 @@ impl JobKind for Items {
             debug_assert_eq!(first, done, "chunks come in order");
             let who = &who;
             let mut retry = Retry::new("background chunk");
+            // No savepoints unless an item of this chunk fails (see `Engine::begin_chunk`).
+            let mut guard = Guard::Optimistic;
             let outcomes = loop {
-                match try_chunk(jobs, &req, who, &prepared, first).await {
+                match try_chunk(jobs, &req, who, &prepared, first, &mut guard).await {
                     Ok(o) => break o,
                     Err(e) if retry.again(&e).await => continue,
                     Err(e) => return Err(e),
@@ -329,34 +331,22 @@ impl Items {
 
 /// One attempt at a chunk of a batch: its calls, their results, the progress and a
 /// details line commit together under the lease, so the chunk applies exactly once.
-/// Rolled back when the lease is gone, when a cancel was asked for (read in the same
-/// transaction, so no trip to a reader thread per chunk), or with an `Err` when the
-/// database failed.
+/// Rolled back when the lease is gone, when a cancel was asked for (read by the progress
+/// update, in the same transaction), or with an `Err` when the database failed.
 async fn try_chunk(
     jobs: &Jobs,
     req: &Request,
     who: &Caller,
     prepared: &[Result<Prepared, CallError>],
     first: i64,
+    guard: &mut Guard,
 ) -> Result<ChunkEnd<Vec<Outcome>>, StorageError> {
     let d = jobs.storage.dialect();
     let rid = req.rid.as_str();
-    let mut tx = jobs.storage.begin().await?;
-    if jobs.cancel_requested_in(tx.as_mut(), rid).await? {
-        tx.rollback().await?;
-        return Ok(ChunkEnd::Cancelled);
-    }
-    let outcomes = match jobs
+    let (mut tx, outcomes) = jobs
         .engine
-        .execute_chunk(tx.as_mut(), who, prepared, true, Some(&req.recorder()))
-        .await
-    {
-        Ok(x) => x,
-        Err(e) => {
-            let _ = tx.rollback().await;
-            return Err(e);
-        }
-    };
+        .begin_chunk(who, prepared, true, Some(&req.recorder()), guard)
+        .await?;
     let results = outcomes
         .iter()
         .enumerate()
@@ -372,10 +362,10 @@ async fn try_chunk(
     let done = first + outcomes.len() as i64;
     let recorded = async {
         request_log::insert_results(tx.as_mut(), d, rid, results).await?;
-        if !jobs.advance(tx.as_mut(), req, done, None).await? {
-            return Ok(false);
-        }
-        if req.kind == KindId::Batch {
+        let advance = jobs
+            .advance_unless_cancelled(tx.as_mut(), req, done, None)
+            .await?;
+        if advance == Advance::Recorded && req.kind == KindId::Batch {
             add_detail(
                 tx.as_mut(),
                 d,
@@ -384,15 +374,19 @@ async fn try_chunk(
             )
             .await?;
         }
-        Ok(true)
+        Ok(advance)
     }
     .await;
     match recorded {
-        Ok(true) => {
+        Ok(Advance::Recorded) => {
             tx.commit().await?;
             Ok(ChunkEnd::Committed(outcomes))
         }
-        Ok(false) => {
+        Ok(Advance::Cancelled) => {
+            tx.rollback().await?;
+            Ok(ChunkEnd::Cancelled)
+        }
+        Ok(Advance::LeaseLost) => {
             let _ = tx.rollback().await;
             Ok(ChunkEnd::LeaseLost)
         }
