@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod changes;
+mod checkpoint;
 pub mod contention;
 pub mod copy;
 pub mod counts;

@@ -28,6 +28,7 @@ pub struct SqliteStorage {
     /// Bumped after DDL so the lanes drop their cached statements.
     schema: Arc<AtomicU64>,
     writer: Arc<tokio::sync::Mutex<Connection>>,
+    checkpoints: Arc<super::checkpoint::Checkpointer>,
 }
 
 /// Opens one connection with `cache_kib` of page cache.
@@ -93,6 +94,12 @@ impl SqliteStorage {
             std::fs::create_dir_all(dir)?;
         }
         let writer = open(&path, 8192)?;
+        writer.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            super::checkpoint::WRITER_THRESHOLD,
+        )?;
+        let checkpoints = super::checkpoint::Checkpointer::start(open(&path, 512)?)?;
         let readers = |n: usize, cache_kib: i64| {
             (0..n)
                 .map(|_| open(&path, cache_kib))
@@ -109,6 +116,7 @@ impl SqliteStorage {
             )?,
             schema,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            checkpoints: Arc::new(checkpoints),
         })
     }
 
@@ -239,6 +247,8 @@ struct SqliteTx {
     /// transaction commits and before any savepoint statement (so a savepoint's rollback
     /// undoes the counts of its rows with them).
     counts: Vec<(String, i64)>,
+    /// Told of the commit of a transaction that may have written.
+    checkpoints: Option<Arc<super::checkpoint::Checkpointer>>,
 }
 
 impl SqliteTx {
@@ -317,6 +327,9 @@ impl Tx for SqliteTx {
         self.flush_counts()?;
         self.conn().execute_batch("COMMIT").map_err(db)?;
         self.conn = None;
+        if let Some(c) = &self.checkpoints {
+            c.committed();
+        }
         Ok(())
     }
     async fn rollback(mut self: Box<Self>) -> Result<()> {
@@ -338,6 +351,7 @@ impl Storage for SqliteStorage {
         Ok(Box::new(SqliteTx {
             conn: Some(guard),
             counts: Vec::new(),
+            checkpoints: Some(self.checkpoints.clone()),
         }))
     }
 
@@ -349,6 +363,7 @@ impl Storage for SqliteStorage {
         Ok(Box::new(SqliteTx {
             conn: Some(guard),
             counts: Vec::new(),
+            checkpoints: None,
         }))
     }
 
