@@ -122,9 +122,11 @@ impl Engine {
     /// Runs prepared calls in order inside `tx` and returns one outcome per call. The rows the
     /// chunk updates or deletes are locked first, in id order, so that overlapping chunks wait
     /// for each other instead of deadlocking. Consecutive creates of the same shape share one
-    /// multi-row INSERT. On PostgreSQL each group and each call runs in a savepoint, so a
-    /// failing one leaves the rest of the chunk. An `Err` means the database failed and the
-    /// transaction must be rolled back (and, for contention, the chunk run again).
+    /// multi-row INSERT; without `full`, each row of such a group has its id alone for its
+    /// outcome (see [`super::outcome_id`]). On PostgreSQL each group and each call runs in a
+    /// savepoint, so a failing one leaves the rest of the chunk. An `Err` means the database
+    /// failed and the transaction must be rolled back (and, for contention, the chunk run
+    /// again).
     pub async fn execute_chunk(
         &self,
         tx: &mut dyn Tx,

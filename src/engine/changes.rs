@@ -132,7 +132,7 @@ impl<'a> ChunkLog<'a> {
     /// before it when it named its object by key.
     pub fn applied(&mut self, p: &Prepared, outcome: &Outcome, by_key: Option<Row>) {
         let Ok(obj) = outcome else { return };
-        let Some(id) = p.id.or_else(|| obj.get("id").and_then(Json::as_i64)) else {
+        let Some(id) = p.id.or_else(|| super::outcome_id(obj)) else {
             return;
         };
         let before = by_key.or_else(|| self.before.get(&(p.entity.name.clone(), id)).cloned());

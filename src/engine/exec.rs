@@ -244,15 +244,8 @@ pub struct Inserted {
     pub objects: Vec<serde_json::Value>,
 }
 
-/// `{"id": id}`, built directly: `json!` would serialize the number and parse it back, which
-/// with arbitrary-precision numbers costs a formatting and a parse per row.
-fn id_object(id: &Value) -> serde_json::Value {
-    let mut m = serde_json::Map::with_capacity(1);
-    m.insert("id".into(), id.to_json());
-    serde_json::Value::Object(m)
-}
-
-/// Inserts a group of same-shape creates with one multi-row statement. `None` when a row
+/// Inserts a group of same-shape creates with one multi-row statement; each row's outcome is
+/// its object, or without `full` its id alone. `None` when a row
 /// broke a constraint: the statement then changed nothing, and the caller runs the rows one
 /// by one to tell which.
 pub async fn insert_group(
@@ -285,7 +278,8 @@ pub async fn insert_group(
                     if full {
                         render::object(e, r)
                     } else {
-                        r.first().map_or(serde_json::Value::Null, id_object)
+                        // The id alone: see [`super::outcome_id`].
+                        r.first().map_or(serde_json::Value::Null, Value::to_json)
                     }
                 })
                 .collect();

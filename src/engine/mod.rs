@@ -88,6 +88,16 @@ pub struct Call {
 /// The result of a call: the object (created, updated or deleted) or the error.
 pub type Outcome = Result<Json, CallError>;
 
+/// The id of the object of a call that succeeded. A group of creates run without wanting
+/// their objects (an upload's, whose result holds only the id) gives each row its id alone,
+/// a JSON number, rather than an object per row; every other call gives the object.
+pub fn outcome_id(obj: &Json) -> Option<i64> {
+    match obj {
+        Json::Number(n) => n.as_i64(),
+        obj => obj.get("id").and_then(Json::as_i64),
+    }
+}
+
 /// HTTP-style status and the text of the body of an outcome, as a stored result holds it.
 pub fn outcome_text(o: &Outcome) -> (u16, String) {
     match o {
@@ -240,7 +250,7 @@ impl Engine {
     fn user_may_have_changed(&self, p: &prepare::Prepared, obj: &Json) {
         if p.entity.name == "users"
             && p.op != Op::Create
-            && let Some(id) = p.id.or_else(|| obj.get("id").and_then(Json::as_i64))
+            && let Some(id) = p.id.or_else(|| outcome_id(obj))
         {
             (self.user_changed)(id);
         }

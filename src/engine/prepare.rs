@@ -56,7 +56,7 @@ pub fn coerce_strings(
     let mut bad = BTreeMap::new();
     for (k, v) in params {
         match e.field(&k) {
-            Some(f) => match value::coerce_str(&f.ty, &v) {
+            Some(f) => match value::coerce_string(&f.ty, v) {
                 Ok(j) => {
                     out.insert(k, j);
                 }

@@ -53,8 +53,13 @@ impl Mode {
 
 /// A dry run's outcome of a create: the object as it would be, without the id it would get.
 pub fn unborn(o: &mut Outcome) {
-    if let Ok(Json::Object(m)) = o {
-        m.insert("id".into(), Json::Null);
+    match o {
+        Ok(Json::Object(m)) => {
+            m.insert("id".into(), Json::Null);
+        }
+        // A row of a group of creates, which has its id alone (see `outcome_id`).
+        Ok(id @ Json::Number(_)) => *id = Json::Null,
+        _ => {}
     }
 }
 
@@ -103,7 +108,7 @@ impl Engine {
     pub async fn unborn_in_dry_run(&self, p: &Prepared, o: &mut Outcome) {
         let made = match (p.op, &*o) {
             (Op::Create, _) => true,
-            (Op::Save, Ok(obj)) => match obj.get("id").and_then(Json::as_i64) {
+            (Op::Save, Ok(obj)) => match super::outcome_id(obj) {
                 Some(id) => {
                     let mut pool = crate::storage::PoolExec(self.storage.as_ref());
                     let d = self.storage.dialect();

@@ -35,6 +35,14 @@ pub fn coerce_str(ty: &FieldType, s: &str) -> Result<Json, String> {
     }
 }
 
+/// [`coerce_str`] of an owned string: text is kept as it is, not copied.
+pub fn coerce_string(ty: &FieldType, s: String) -> Result<Json, String> {
+    match ty {
+        FieldType::String | FieldType::Text if !s.contains('\0') => Ok(Json::String(s)),
+        _ => coerce_str(ty, &s),
+    }
+}
+
 /// The exact decimal `text` holds, as a JSON number with its digits (normalized).
 fn decimal(text: &str) -> Result<Json, String> {
     crate::decimal::parse(text)

@@ -111,7 +111,7 @@ impl Lines<'_> {
                         let o = outcomes.next().unwrap_or(&internal);
                         let (status, res) = rows::res_of(o);
                         let new_id = match o {
-                            Ok(obj) if *fills_id => obj["id"].as_i64(),
+                            Ok(obj) if *fills_id => crate::engine::outcome_id(obj),
                             _ => None,
                         };
                         if self.want_lines {
@@ -160,7 +160,7 @@ impl Lines<'_> {
                     let o = outcomes.next().unwrap_or(&internal);
                     let (status, res) = rows::res_of(o);
                     let new_id = match o {
-                        Ok(obj) if *fills_id => obj["id"].as_i64(),
+                        Ok(obj) if *fills_id => crate::engine::outcome_id(obj),
                         _ => None,
                     };
                     if self.want_lines {
@@ -310,7 +310,8 @@ mod tests {
                     "name",
                     "is \"taken\", try; another\none",
                 )),
-                Ok(json!({"id": 7})),
+                // A row of a group of creates: its id alone.
+                Ok(json!(7)),
                 Err(CallError::invalid_field("n", "must be a number")),
             ];
             let tails = Tails::render(&cols, &records, separator).unwrap();

@@ -348,8 +348,7 @@ impl Whole<'_> {
                         if let Ok(p) = p
                             && p.entity.name == "users"
                             && p.op != crate::engine::Op::Create
-                            && let Some(id) =
-                                p.id.or_else(|| obj.get("id").and_then(|v| v.as_i64()))
+                            && let Some(id) = p.id.or_else(|| crate::engine::outcome_id(obj))
                         {
                             pass.users.push(id);
                         }
