@@ -84,6 +84,25 @@ impl Checker {
                 i += 1;
                 continue;
             }
+            // Runs of bytes that change nothing are skipped at once: inside a quoted field
+            // every byte but a quote, inside an unquoted one every byte but the separator, a
+            // quote and a line end.
+            let rest = &text[i..];
+            let plain = match self.state {
+                _ if self.pending_cr => Some(0),
+                State::Quoted => rest.iter().position(|&b| b == b'"'),
+                State::Unquoted => {
+                    let sep = self.sep.unwrap_or(b',');
+                    rest.iter()
+                        .position(|&b| b == sep || matches!(b, b'"' | b'\r' | b'\n'))
+                }
+                _ => Some(0),
+            }
+            .unwrap_or(rest.len());
+            if plain > 0 {
+                i += plain;
+                continue;
+            }
             self.byte(text[i])?;
             i += 1;
         }
@@ -292,6 +311,40 @@ mod tests {
         assert_eq!(l.header, ["op", "name", "description"]);
         assert_eq!((l.separator, l.rows, l.bom), (b';', 2, true));
         assert_eq!(run(b"op,name\nc,x").unwrap().rows, 1);
+    }
+
+    /// What checking `text` fed in pieces of `piece` bytes comes to: the records seen, or
+    /// the problem.
+    fn fed(text: &[u8], piece: usize) -> Result<u64, String> {
+        let mut c = Checker::new();
+        for part in text.chunks(piece) {
+            c.feed(part).map_err(|e| e.to_string())?;
+        }
+        c.finish().map_err(|e| e.to_string())?;
+        Ok(c.record)
+    }
+
+    #[test]
+    fn runs_skipped_at_once_check_as_byte_by_byte() {
+        let texts: [&[u8]; 9] = [
+            b"op;name;description\r\nc;\"a;b\";\"line\nbreak \"\"q\"\"\"\r\n\nc;x;\n",
+            b"op,name\nc,a long unquoted value with spaces\nc,\"quoted, with a comma\"\n",
+            b"op,name\nc,x\nc,\"open\n",
+            b"op,name\nc,x\nc,x,y\n",
+            b"op,name\nc,a\"b\n",
+            b"op,name\nc,\"a\"b\n",
+            b"op,name\nc,a\rb\n",
+            b"op,name\r\nc,\"a\r\nb\"\r\nc,last",
+            b"op,name\nc,\"\"\"\"\nc,\"\"\n",
+        ];
+        for text in texts {
+            let whole = fed(text, text.len().max(1));
+            for piece in [1, 2, 3, 7] {
+                assert_eq!(fed(text, piece), whole, "{}", String::from_utf8_lossy(text));
+            }
+        }
+        assert_eq!(fed(texts[1], 1000), Ok(3));
+        assert!(fed(texts[6], 1000).unwrap_err().contains("carriage return"));
     }
 
     #[test]
