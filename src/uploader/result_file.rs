@@ -109,14 +109,7 @@ impl Lines<'_> {
                     Some(fills_id) => {
                         let internal = Err(CallError::Internal);
                         let o = outcomes.next().unwrap_or(&internal);
-                        let (status, res) = rows::res_of(o);
-                        let new_id = match o {
-                            Ok(obj) if *fills_id => crate::engine::outcome_id(obj),
-                            _ => None,
-                        };
-                        if self.want_lines {
-                            lines.push(format!("Line: {line} done. Result: {status}. {res}"));
-                        }
+                        let (res, new_id) = self.ran(line, o, *fills_id, &mut lines);
                         let mut cells = rows::result_cells(cols, rec, Some(&res), new_id);
                         if o.is_ok()
                             && let Some(changes) = self.changed_cells.get(i)
@@ -140,6 +133,26 @@ impl Lines<'_> {
 }
 
 impl Lines<'_> {
+    /// The `res` text and the new id of line `line`, whose row ran with outcome `o`, and its
+    /// progress message when those are wanted.
+    fn ran(
+        &self,
+        line: i64,
+        o: &crate::engine::Outcome,
+        fills_id: bool,
+        lines: &mut Vec<String>,
+    ) -> (String, Option<i64>) {
+        let (status, res) = rows::res_of(o);
+        let new_id = match o {
+            Ok(obj) if fills_id => crate::engine::outcome_id(obj),
+            _ => None,
+        };
+        if self.want_lines {
+            lines.push(format!("Line: {line} done. Result: {status}. {res}"));
+        }
+        (res, new_id)
+    }
+
     /// [`Lines::render`] with the tails rendered ahead: each line is its `res` and `id`, then
     /// its tail.
     fn render_with(
@@ -158,14 +171,7 @@ impl Lines<'_> {
                 Some(fills_id) => {
                     let internal = Err(CallError::Internal);
                     let o = outcomes.next().unwrap_or(&internal);
-                    let (status, res) = rows::res_of(o);
-                    let new_id = match o {
-                        Ok(obj) if *fills_id => crate::engine::outcome_id(obj),
-                        _ => None,
-                    };
-                    if self.want_lines {
-                        lines.push(format!("Line: {line} done. Result: {status}. {res}"));
-                    }
+                    let (res, new_id) = self.ran(line, o, *fills_id, &mut lines);
                     push_cell(&mut text, &res, plan.layout.separator)?;
                     text.push(plan.layout.separator);
                     // Digits: never quoted.
