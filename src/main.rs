@@ -502,14 +502,19 @@ async fn shutdown_signal() {
 
 /// Hands freed memory back to the OS soon (5 ms) and commits arena memory only as it is used, so
 /// that the resident size follows the work in hand (an upload of any size stays within a few
-/// tens of megabytes).
+/// tens of megabytes). Either is left as mimalloc's own `MIMALLOC_ARENA_EAGER_COMMIT` or
+/// `MIMALLOC_PURGE_DELAY` sets it, for an operator who trades memory for speed.
 fn tune_allocator() {
     const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
     const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
     // SAFETY: setting documented options; mimalloc reads them on each use.
     unsafe {
-        libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
-        libmimalloc_sys::mi_option_set(PURGE_DELAY, 5);
+        if std::env::var_os("MIMALLOC_ARENA_EAGER_COMMIT").is_none() {
+            libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
+        }
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            libmimalloc_sys::mi_option_set(PURGE_DELAY, 5);
+        }
     }
 }
 
