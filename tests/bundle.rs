@@ -992,24 +992,18 @@ async fn two_thousand_pages_and_rows_in_the_background() {
     let start = Instant::now();
     let polled = async {
         loop {
-            let (s, b) = json(
-                app.admin(Method::GET, &format!("/bgrs/{rid}"))
-                    .send()
-                    .await
-                    .unwrap(),
-            )
-            .await;
-            assert_eq!(s, 200, "{b}");
-            let p = b[0]["progress"].as_str().unwrap().to_string();
+            let (s, rec) = app.bg_record(&rid).await;
+            assert_eq!(s, 200, "{rec}");
+            let p = rec["progress"].as_str().unwrap().to_string();
             if seen.last() != Some(&p) {
                 seen.push(p);
             }
-            if b[0]["status_id"] != "2" {
-                break b[0].clone();
+            if rec["status_id"] != "2" {
+                break rec;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(150),
-                "not finished: {b}"
+                "not finished: {rec}"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -1022,15 +1016,9 @@ async fn two_thousand_pages_and_rows_in_the_background() {
             tokio::time::sleep(Duration::from_micros(delay)).await;
             let mut values = BTreeSet::new();
             loop {
-                let (_, b) = json(
-                    app.admin(Method::GET, &format!("/bgrs/{rid}"))
-                        .send()
-                        .await
-                        .unwrap(),
-                )
-                .await;
-                values.insert(b[0]["progress"].as_str().unwrap_or("").to_string());
-                if b[0]["status_id"] != "2" || start.elapsed() > Duration::from_secs(150) {
+                let (_, rec) = app.bg_record(rid).await;
+                values.insert(rec["progress"].as_str().unwrap_or("").to_string());
+                if rec["status_id"] != "2" || start.elapsed() > Duration::from_secs(150) {
                     break values;
                 }
             }

@@ -208,23 +208,33 @@ impl TestApp {
         b
     }
 
+    /// `GET /bgrs/<rid>` as the admin: the status and the request's record (null when there
+    /// is none).
+    pub async fn bg_record(&self, rid: &str) -> (u16, Json) {
+        let (s, b) = json(
+            self.admin(Method::GET, &format!("/bgrs/{rid}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        (s, b[0].clone())
+    }
+
     /// Polls `GET /bgrs/<rid>` until the request has ended (finished or cancelled) and
     /// returns its record; panics after `limit`.
     pub async fn wait_ended(&self, rid: &str, limit: std::time::Duration) -> Json {
         let start = std::time::Instant::now();
         loop {
-            let (s, b) = json(
-                self.admin(Method::GET, &format!("/bgrs/{rid}"))
-                    .send()
-                    .await
-                    .unwrap(),
-            )
-            .await;
-            assert_eq!(s, 200, "{b}");
-            if b[0]["status_id"] != "2" {
-                return b[0].clone();
+            let (s, rec) = self.bg_record(rid).await;
+            assert_eq!(s, 200, "{rec}");
+            if rec["status_id"] != "2" {
+                return rec;
             }
-            assert!(start.elapsed() < limit, "request {rid} did not finish: {b}");
+            assert!(
+                start.elapsed() < limit,
+                "request {rid} did not finish: {rec}"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
