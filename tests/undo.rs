@@ -291,3 +291,49 @@ async fn only_the_owner_or_an_admin_undoes_a_finished_request() {
     app.wait_ended(&big, Duration::from_secs(120)).await;
     app.stop().await;
 }
+
+/// An upload of several chunks (on PostgreSQL, several to a transaction) in which rows of two
+/// later chunks break a constraint: every other row applies once, is listed as changed by the
+/// upload, and is undone, whatever ran again after the failures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_upload_with_failing_rows_is_recorded_and_undone_whole() {
+    let app = spawn_app().await;
+    let campaign = app.create("campaigns", json!({"name": "markers"})).await["id"]
+        .as_i64()
+        .unwrap();
+    let mut csv = String::from("op;name;campaign_id\n");
+    for i in 1..=3500 {
+        // Rows 1700 and 2600 name a campaign that does not exist.
+        let c = if i == 1700 || i == 2600 {
+            999_999
+        } else {
+            campaign
+        };
+        csv.push_str(&format!("c;m{i};{c}\n"));
+    }
+    let (rid, rec, result) = background_rows(&app, "markers", csv.as_bytes(), &[]).await;
+    assert_eq!(rec["status_id"], "4", "{rec}");
+    assert_eq!(result.len(), 3501);
+    for (n, row) in result[1..].iter().enumerate() {
+        let line = n + 1;
+        if line == 1700 || line == 2600 {
+            assert!(row[0].contains("campaign_id"), "{line}: {row:?}");
+        } else {
+            assert_eq!(row[0], "OK", "{line}: {row:?}");
+        }
+    }
+    let total = |app: &TestApp| {
+        let r = app.admin(Method::GET, "/markers?limit=1");
+        async move {
+            let r = r.send().await.unwrap();
+            r.headers()["x-total-count"].to_str().unwrap().to_string()
+        }
+    };
+    assert_eq!(total(&app).await, "3498");
+    let (_, changed) = changed_by(&app, "markers", &rid).await;
+    assert_eq!(changed, 3498);
+    let (_, _, conflicts) = undo(&app, &rid).await;
+    assert_eq!(conflicts, Vec::<Json>::new());
+    assert_eq!(total(&app).await, "0");
+    app.stop().await;
+}

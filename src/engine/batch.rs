@@ -5,7 +5,7 @@
 //! transaction there) it runs again with each call in a savepoint, so a failing one leaves the
 //! others. On SQLite a failing statement undoes only itself, so no savepoint is needed.
 
-use super::changes::{ChunkLog, NO_REQUEST, Recorder};
+use super::changes::{ChunkLog, NO_REQUEST, Pending, Recorder};
 use super::prepare::{self, Prepared};
 use super::retry::Retry;
 use super::{Call, CallError, Caller, Engine, Op, Outcome, exec};
@@ -136,7 +136,7 @@ impl Engine {
         rec: Option<&Recorder>,
     ) -> Result<Vec<Outcome>, StorageError> {
         let run = self
-            .run_chunk(tx, caller, prepared, full, rec, Guard::Savepoints)
+            .run_chunk(tx, caller, prepared, full, rec, None, Guard::Savepoints)
             .await?;
         Ok(run.expect("a chunk run in savepoints has an outcome per call"))
     }
@@ -149,24 +149,38 @@ impl Engine {
     /// [`Engine::execute_chunk`] does, which gives every call its outcome. `guard` starts as
     /// [`Guard::Optimistic`] and becomes [`Guard::Savepoints`] once the chunk fell back, so
     /// that running it again after contention goes straight to savepoints. On an `Err` the
-    /// transaction was rolled back.
+    /// transaction was rolled back. With `pending`, the chunk's change records are added to it
+    /// instead of written (see [`Pending`]).
     pub async fn begin_chunk(
         &self,
         caller: &Caller,
         prepared: &[Result<Prepared, CallError>],
         full: bool,
         rec: Option<&Recorder>,
+        mut pending: Option<&mut Pending>,
         guard: &mut Guard,
     ) -> Result<(Box<dyn Tx>, Vec<Outcome>), StorageError> {
+        let mark = pending.as_ref().map_or(0, |p| p.len());
         loop {
             let mut tx = self.storage.begin().await?;
             match self
-                .run_chunk(tx.as_mut(), caller, prepared, full, rec, *guard)
+                .run_chunk(
+                    tx.as_mut(),
+                    caller,
+                    prepared,
+                    full,
+                    rec,
+                    pending.as_deref_mut(),
+                    *guard,
+                )
                 .await
             {
                 Ok(Some(outcomes)) => return Ok((tx, outcomes)),
                 Ok(None) => {
                     tx.rollback().await?;
+                    if let Some(p) = pending.as_deref_mut() {
+                        p.truncate(mark);
+                    }
                     *guard = Guard::Savepoints;
                 }
                 Err(e) => {
@@ -177,9 +191,31 @@ impl Engine {
         }
     }
 
+    /// Runs a further chunk in `tx`, a transaction that [`Engine::begin_chunk`] began and that
+    /// holds earlier chunks, with no savepoint. `None` when one of its statements broke a
+    /// constraint on PostgreSQL: the transaction is then aborted, with the earlier chunks, and
+    /// must be rolled back. An `Err` means the database failed; roll back then too. With
+    /// `pending`, the chunk's change records are added to it instead of written.
+    pub async fn continue_chunk(
+        &self,
+        tx: &mut dyn Tx,
+        caller: &Caller,
+        prepared: &[Result<Prepared, CallError>],
+        rec: Option<&Recorder>,
+        pending: Option<&mut Pending>,
+    ) -> Result<Option<Vec<Outcome>>, StorageError> {
+        let guard = Guard::Optimistic;
+        self.run_chunk(tx, caller, prepared, false, rec, pending, guard)
+            .await
+    }
+
     /// [`Engine::execute_chunk`] with the choice of `guard`. `None` only with
     /// [`Guard::Optimistic`] on PostgreSQL, when a statement broke a constraint: the
     /// transaction is then aborted and must be rolled back.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one chunk's run, named"
+    )]
     async fn run_chunk(
         &self,
         tx: &mut dyn Tx,
@@ -187,6 +223,7 @@ impl Engine {
         prepared: &[Result<Prepared, CallError>],
         full: bool,
         rec: Option<&Recorder>,
+        pending: Option<&mut Pending>,
         guard: Guard,
     ) -> Result<Option<Vec<Outcome>>, StorageError> {
         let d = self.storage.dialect();
@@ -271,7 +308,7 @@ impl Engine {
             i = j;
         }
         if let Some(log) = log {
-            log.write(tx, d).await?;
+            log.write(tx, d, pending).await?;
         }
         Ok(Some(
             outcomes
@@ -283,30 +320,17 @@ impl Engine {
 
     /// After a chunk committed: tells listeners about the users it changed.
     pub fn after_chunk(&self, prepared: &[Result<Prepared, CallError>], outcomes: &[Outcome]) {
-        // Counted per entity and operation, once per chunk.
-        let mut applied: BTreeMap<(&str, Op), u64> = BTreeMap::new();
-        // Consecutive calls of the same entity and operation (a chunk is mostly one run) are
-        // added to the map once per run.
-        let mut run: Option<((&str, Op), u64)> = None;
-        for (p, o) in prepared.iter().zip(outcomes) {
-            if let (Ok(p), Ok(obj)) = (p, o) {
-                self.user_may_have_changed(p, obj);
-                let key = (p.entity.name.as_str(), p.op);
-                match &mut run {
-                    Some((k, n)) if *k == key => *n += 1,
-                    _ => {
-                        if let Some((k, n)) = run.replace((key, 1)) {
-                            *applied.entry(k).or_default() += n;
-                        }
-                    }
-                }
-            }
+        self.announce(Applied::of(prepared, outcomes));
+    }
+
+    /// Tells listeners what committed chunks applied: the users they changed, and the counts
+    /// of changes per entity and operation.
+    pub fn announce(&self, applied: Applied) {
+        for id in applied.users {
+            (self.user_changed)(id);
         }
-        if let Some((k, n)) = run {
-            *applied.entry(k).or_default() += n;
-        }
-        for ((entity, op), n) in applied {
-            crate::telemetry::applied(entity, op.name(), n);
+        for (entity, op, n) in applied.counts {
+            crate::telemetry::applied(&entity, op.name(), n);
         }
     }
 
@@ -323,7 +347,7 @@ impl Engine {
         loop {
             let result = async {
                 let (tx, o) = self
-                    .begin_chunk(caller, prepared, full, None, &mut guard)
+                    .begin_chunk(caller, prepared, full, None, None, &mut guard)
                     .await?;
                 tx.commit().await?;
                 Ok(o)
@@ -360,6 +384,65 @@ impl Engine {
             ahead.recycle(prepared);
         }
         out
+    }
+}
+
+/// What chunks applied, kept from when they ran until their transaction commits (see
+/// [`Engine::announce`]): far smaller than the chunks themselves.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The users changed, by id.
+    users: Vec<i64>,
+    /// Changes applied per entity and operation (a few pairs at most).
+    counts: Vec<(String, Op, u64)>,
+}
+
+impl Applied {
+    /// What the calls of a chunk that ran with `outcomes` applied.
+    pub fn of(prepared: &[Result<Prepared, CallError>], outcomes: &[Outcome]) -> Applied {
+        let mut applied = Applied::default();
+        // Consecutive calls of the same entity and operation (a chunk is mostly one run) are
+        // added to the map once per run.
+        let mut run: Option<((&str, Op), u64)> = None;
+        for (p, o) in prepared.iter().zip(outcomes) {
+            if let (Ok(p), Ok(obj)) = (p, o) {
+                if let Some(id) = super::changed_user(p, obj) {
+                    applied.users.push(id);
+                }
+                let key = (p.entity.name.as_str(), p.op);
+                match &mut run {
+                    Some((k, n)) if *k == key => *n += 1,
+                    _ => {
+                        if let Some((k, n)) = run.replace((key, 1)) {
+                            applied.add(k, n);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((k, n)) = run {
+            applied.add(k, n);
+        }
+        applied
+    }
+
+    fn add(&mut self, (entity, op): (&str, Op), n: u64) {
+        match self
+            .counts
+            .iter_mut()
+            .find(|(e, o, _)| e == entity && *o == op)
+        {
+            Some((_, _, c)) => *c += n,
+            None => self.counts.push((entity.to_string(), op, n)),
+        }
+    }
+
+    /// Adds what another chunk applied.
+    pub fn merge(&mut self, other: Applied) {
+        self.users.extend(other.users);
+        for (entity, op, n) in other.counts {
+            self.add((&entity, op), n);
+        }
     }
 }
 

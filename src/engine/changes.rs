@@ -155,11 +155,70 @@ impl<'a> ChunkLog<'a> {
         });
     }
 
-    /// Writes the chunk's records (inside its transaction).
-    pub async fn write(self, ex: &mut dyn Exec, d: Dialect) -> Result<(), StorageError> {
-        if self.changes.is_empty() {
+    /// Writes the chunk's records (inside its transaction), or adds them to `pending` to be
+    /// written with a later chunk's.
+    pub async fn write(
+        self,
+        ex: &mut dyn Exec,
+        d: Dialect,
+        pending: Option<&mut Pending>,
+    ) -> Result<(), StorageError> {
+        match pending {
+            Some(p) => {
+                p.absorb(self.changes);
+                Ok(())
+            }
+            None => Pending(self.changes).write(self.rec, ex, d).await,
+        }
+    }
+}
+
+/// The change records of chunks that ran in one transaction, written once, before it commits
+/// (one statement for several chunks).
+#[derive(Debug, Default)]
+pub struct Pending(Vec<Change>);
+
+impl Pending {
+    /// Adds a chunk's records; a create range that continues the last one extends it.
+    fn absorb(&mut self, changes: Vec<Change>) {
+        let mut changes = changes.into_iter();
+        if let (Some(last), Some(first)) = (self.0.last_mut(), changes.as_slice().first())
+            && last.op == ChangeOp::Create
+            && first.op == ChangeOp::Create
+            && last.entity == first.entity
+            && last.hi + 1 == first.lo
+        {
+            last.hi = first.hi;
+            changes.next();
+        }
+        self.0.extend(changes);
+    }
+
+    /// How many records are pending.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Drops the records after the first `n` (those of a chunk that ran again).
+    pub fn truncate(&mut self, n: usize) {
+        self.0.truncate(n);
+    }
+
+    /// Writes the records as `rec`'s (inside the transaction of their chunks).
+    pub async fn write(
+        self,
+        rec: &Recorder,
+        ex: &mut dyn Exec,
+        d: Dialect,
+    ) -> Result<(), StorageError> {
+        if self.0.is_empty() {
             return Ok(());
         }
-        changes::record(ex, d, &self.rec.rid, &self.changes).await
+        changes::record(ex, d, &rec.rid, &self.0).await
     }
 }

@@ -243,17 +243,18 @@ impl Engine {
     /// returned, which names its id when the call named it by key).
     pub fn after(&self, p: &prepare::Prepared, obj: &Json) {
         crate::telemetry::applied(&p.entity.name, p.op.name(), 1);
-        self.user_may_have_changed(p, obj);
-    }
-
-    /// Tells listeners when an applied call changed a user.
-    fn user_may_have_changed(&self, p: &prepare::Prepared, obj: &Json) {
-        if p.entity.name == "users"
-            && p.op != Op::Create
-            && let Some(id) = p.id.or_else(|| outcome_id(obj))
-        {
+        if let Some(id) = changed_user(p, obj) {
             (self.user_changed)(id);
         }
+    }
+}
+
+/// The user an applied call changed, if it changed one.
+fn changed_user(p: &prepare::Prepared, obj: &Json) -> Option<i64> {
+    if p.entity.name == "users" && p.op != Op::Create {
+        p.id.or_else(|| outcome_id(obj))
+    } else {
+        None
     }
 }
 

@@ -345,7 +345,7 @@ async fn try_chunk(
     let rid = req.rid.as_str();
     let (mut tx, outcomes) = jobs
         .engine
-        .begin_chunk(who, prepared, true, Some(&req.recorder()), guard)
+        .begin_chunk(who, prepared, true, Some(&req.recorder()), None, guard)
         .await?;
     let results = outcomes
         .iter()

@@ -377,13 +377,25 @@ pub async fn insert_many(
             .enumerate()
             .map(|(i, c)| format!("{}::{}[]", d.ph(i + 1), array_type(c[0])))
             .collect();
-        let sql = format!(
-            "INSERT INTO {} ({}) SELECT * FROM UNNEST({}) RETURNING {returning}",
+        let insert = format!(
+            "INSERT INTO {} ({}) SELECT * FROM UNNEST({})",
             d.quote(&e.name),
             cols.join(", "),
             arrays.join(", "),
         );
-        ex.fetch_columns(&sql, &columns, &types).await?
+        if full {
+            let sql = format!("{insert} RETURNING {returning}");
+            ex.fetch_columns(&sql, &columns, &types).await?
+        } else {
+            // The ids in one array: decoding a row per id cost more than the insert's
+            // statement took to send.
+            let sql = format!(
+                "WITH ins AS ({insert} RETURNING {returning}) SELECT array_agg({id}) FROM ins",
+                id = d.quote("id")
+            );
+            let ids = ex.fetch_ids_columns(&sql, &columns).await?;
+            ids.into_iter().map(|id| vec![Value::int(id)]).collect()
+        }
     } else if ex.numbers_inserts() {
         // The backend knows the ids without a RETURNING clause, which on SQLite keeps every
         // returned row in a temporary table first; whole rows are read back by their ids.

@@ -202,6 +202,18 @@ pub trait Exec: Send {
             "array parameters are bound only in a PostgreSQL transaction".into(),
         ))
     }
+    /// [`Exec::fetch_columns`] for a query that returns one row holding one array of ids (an
+    /// `INSERT ... RETURNING` gathered by `array_agg`): one value to decode instead of a row
+    /// per id. Only where [`Exec::binds_arrays`].
+    async fn fetch_ids_columns(
+        &mut self,
+        _sql: &str,
+        _columns: &[Vec<&Value>],
+    ) -> Result<Vec<i64>> {
+        Err(StorageError::Database(
+            "array parameters are bound only in a PostgreSQL transaction".into(),
+        ))
+    }
     /// Whether [`Exec::insert_numbered`] can run here (SQLite).
     fn numbers_inserts(&self) -> bool {
         false

@@ -228,6 +228,16 @@ impl Exec for PgTx {
         let rows = q.fetch_all(&mut *self.0).await.map_err(db)?;
         rows.iter().map(|r| decode(r, types)).collect()
     }
+
+    async fn fetch_ids_columns(&mut self, sql: &str, columns: &[Vec<&Value>]) -> Result<Vec<i64>> {
+        let mut q = sqlx::query(AssertSqlSafe(sql.to_string()));
+        for c in columns {
+            q = bind_column(q, c)?;
+        }
+        let row = q.fetch_one(&mut *self.0).await.map_err(db)?;
+        let ids: Option<Vec<i64>> = row.try_get(0).map_err(db)?;
+        Ok(ids.unwrap_or_default())
+    }
 }
 
 /// Binds one column's values as one array parameter.

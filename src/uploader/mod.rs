@@ -11,6 +11,7 @@ mod result_file;
 pub mod rows;
 pub mod run;
 pub mod seal;
+mod span;
 mod stage;
 pub mod validate;
 mod whole;

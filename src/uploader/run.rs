@@ -1,22 +1,23 @@
-//! Runs the rows of a checked upload in order, in chunks: each chunk's calls run in one
-//! transaction, its result rows are appended to the result file, and the progress (rows done
-//! and the result file's length) commits with the chunk's effects under the request's lease.
-//! A run that stops (crash, shutdown) resumes from the last committed chunk: the result file
-//! is cut back to the committed length and the rows after it run again, nothing twice.
+//! Runs the rows of a checked upload in order, in chunks: each chunk's calls run in a
+//! transaction (one chunk's, or several chunks' on PostgreSQL: see [`super::span`]), its result
+//! rows are appended to the result file, and the progress (rows done and the result file's
+//! length) commits with the chunks' effects under the request's lease. A run that stops
+//! (crash, shutdown) resumes from the last commit: the result file is cut back to the committed
+//! length and the rows after it run again, nothing twice.
 
-use super::result_file::{Lines, Tails, not_run, open_result};
+use super::result_file::{Tails, open_result};
 use super::rows::{self, Columns, Work};
-use super::stage::{Ready, Spent, Stage, Target, Work as Prepared};
+use super::span::{Step, Writer};
+use super::stage::{Stage, Target};
 use super::{Plan, keep};
-use crate::engine::batch::Guard;
 use crate::engine::retry::Retry;
 use crate::engine::{Call, CallError, Caller};
-use crate::jobs::queue::{add_detail, add_details};
+use crate::jobs::Jobs;
+use crate::jobs::queue::add_detail;
 use crate::jobs::record::Request;
-use crate::jobs::{Advance, ChunkEnd, Jobs};
 use crate::plugins::Registry;
 use crate::storage::StorageError;
-use std::io::{Seek, Write};
+use std::io::Seek;
 use tokio::sync::{mpsc, watch};
 
 /// Rows per transaction.
@@ -79,9 +80,9 @@ pub async fn rows(
         keep::rebuild_result(jobs, &req.rid, &result_path, req.cursor).await?;
     }
     let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;
-    let mut cursor = out.stream_position().map_err(io_err)? as i64;
+    let cursor = out.stream_position().map_err(io_err)? as i64;
     // Bytes of the result file written but not yet committed as a part (the header).
-    let mut unsaved = if parts && req.cursor == 0 {
+    let unsaved = if parts && req.cursor == 0 {
         std::fs::read(&result_path).map_err(io_err)?
     } else {
         Vec::new()
@@ -94,11 +95,6 @@ pub async fn rows(
         req.done as u64,
         tx_rows,
     );
-    let d = jobs.storage.dialect();
-    let rec = req.recorder();
-    let mut done = req.done;
-    // Rows done when a cancel was seen; the rest are written as not run.
-    let mut cancelled_at: Option<i64> = None;
     // Why no row runs at all (a bundle's start failed).
     let mut refused: Option<String> = None;
     if plan.bundle.is_some() {
@@ -118,131 +114,33 @@ pub async fn rows(
     if refused.is_some() {
         stage.skip_rest();
     }
-    while let Some(Ready { records, work }) = stage.next().await {
+    let mut w = Writer::new(
+        jobs, req, caller, &plan, &cols, &sink, out, cursor, unsaved, parts,
+    );
+    while let Some(next) = w.next(&mut stage).await? {
         if *stop.borrow() {
             return Ok(());
         }
         // Storage calls may complete without suspending; let other tasks run.
         tokio::task::yield_now().await;
         if let Some(why) = &refused {
-            let text = format!("not run: {why}");
-            let bytes = not_run(&plan, &cols, &records, encoding, &text)?;
-            out.write_all(&bytes).map_err(io_err)?;
-            done += records.len() as i64;
+            w.not_run(&next.records, &format!("not run: {why}"))?;
             continue;
         }
-        if cancelled_at.is_some() {
-            let bytes = not_run(&plan, &cols, &records, encoding, crate::jobs::NOT_RUN)?;
-            out.write_all(&bytes).map_err(io_err)?;
-            done += records.len() as i64;
+        if w.cancelled_at.is_some() {
+            w.not_run(&next.records, crate::jobs::NOT_RUN)?;
             continue;
         }
-        // Prepared once, outside the transaction, while the chunk before ran; a retry runs
-        // the same prepared calls.
-        let Prepared {
-            kinds,
-            changed_cells,
-            prepared,
-            tails,
-        } = stage.work(work, &records).await?;
-        let want_lines = !matches!(sink, Sink::Quiet);
-        let mut retry = Retry::new("upload chunk");
-        // No savepoints unless a row of this chunk fails (see `Engine::begin_chunk`).
-        let mut guard = Guard::Optimistic;
-        let committed = loop {
-            let attempt = async {
-                if retry.attempt() > 1 {
-                    // Back to the committed length: the failed attempt's lines are void.
-                    out.set_len(cursor as u64).map_err(io_err)?;
-                    out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
-                }
-                let (mut tx, outcomes) = jobs
-                    .engine
-                    .begin_chunk(caller, &prepared, false, Some(&rec), &mut guard)
-                    .await?;
-                let lines = Lines {
-                    first_line: done + 1,
-                    records: &records,
-                    kinds: &kinds,
-                    changed_cells: &changed_cells,
-                    want_lines,
-                    tails: tails.as_ref(),
-                };
-                let (bytes, lines) = lines.render(&plan, &cols, encoding, &outcomes)?;
-                out.write_all(&bytes).map_err(io_err)?;
-                out.flush().map_err(io_err)?;
-                let cursor = cursor + bytes.len() as i64;
-                let done = done + records.len() as i64;
-                // The progress update also reads the cancel flag, in the chunk's own
-                // transaction: a cancel committed before it is seen here (the chunk is rolled
-                // back and does not run), and one after it waits for this chunk.
-                match jobs
-                    .advance_unless_cancelled(tx.as_mut(), req, done, Some(cursor))
-                    .await?
-                {
-                    Advance::Recorded => {}
-                    Advance::Cancelled => {
-                        tx.rollback().await?;
-                        return Ok(ChunkEnd::Cancelled);
-                    }
-                    Advance::LeaseLost => {
-                        let _ = tx.rollback().await;
-                        return Ok(ChunkEnd::LeaseLost);
-                    }
-                }
-                if matches!(sink, Sink::Details) && !lines.is_empty() {
-                    add_details(tx.as_mut(), d, &req.rid, &lines).await?;
-                }
-                if parts {
-                    let at = cursor - (bytes.len() + unsaved.len()) as i64;
-                    let part = [unsaved.as_slice(), bytes.as_slice()].concat();
-                    keep::add_part(tx.as_mut(), d, &req.rid, at, &part).await?;
-                }
-                tx.commit().await?;
-                Ok(ChunkEnd::Committed((outcomes, lines, cursor, done)))
-            }
-            .await;
-            match attempt {
-                Ok(c) => break c,
-                Err(e) if retry.again(&e).await => continue,
-                Err(e) => return Err(e),
-            }
-        };
-        let (outcomes, lines, new_cursor, new_done) = match committed {
-            ChunkEnd::Committed(chunk) => chunk,
-            ChunkEnd::LeaseLost => {
-                tracing::warn!(rid = %req.rid, "lost the lease of an upload; another worker has it");
-                return Ok(());
-            }
-            ChunkEnd::Cancelled => {
-                // This chunk and every later one are written as not run.
-                out.set_len(cursor as u64).map_err(io_err)?;
-                out.seek(std::io::SeekFrom::End(0)).map_err(io_err)?;
-                let bytes = not_run(&plan, &cols, &records, encoding, crate::jobs::NOT_RUN)?;
-                out.write_all(&bytes).map_err(io_err)?;
-                cancelled_at = Some(done);
-                stage.skip_rest();
-                done += records.len() as i64;
-                continue;
-            }
-        };
-        cursor = new_cursor;
-        done = new_done;
-        unsaved.clear();
-        jobs.engine.after_chunk(&prepared, &outcomes);
-        if let Sink::Stream(s) = &sink {
-            for l in lines {
-                let _ = s.send(l).await;
-            }
+        if w.run(&stage, next).await? == Step::LeaseLost {
+            return Ok(());
         }
-        stage.recycle(Spent {
-            records,
-            prepared,
-            outcomes,
-        });
     }
+    if w.lease_lost() {
+        return Ok(());
+    }
+    let cancelled_at = w.cancelled_at;
+    let (out, done) = w.finish()?;
     reader.await.map_err(io_err)?.map_err(io_err)?;
-    out.flush().map_err(io_err)?;
     drop(out);
     keep::publish_result(jobs, &rel, &result_path).await?;
     let ctype = format!("text/csv; charset={}", encoding.name());
