@@ -257,22 +257,30 @@ impl Engine {
             } else {
                 (30_000 / p.values.len().max(1)).clamp(1, GROUP_ROWS)
             };
+            // The group: this call and the following creates of the same shape, passing over
+            // calls refused before the database (they have their outcome and change nothing).
+            let mut members = vec![i];
             let mut j = i + 1;
-            while j < n && j - i < max && matches!(&prepared[j], Ok(q) if exec::same_shape(p, q)) {
+            while j < n && members.len() < max {
+                match &prepared[j] {
+                    Err(e) => outcomes[j] = Some(Err(e.clone())),
+                    Ok(q) if exec::same_shape(p, q) => members.push(j),
+                    Ok(_) => break,
+                }
                 j += 1;
             }
-            if j - i >= 2 {
-                let group: Vec<&Prepared> = prepared[i..j]
+            if members.len() >= 2 {
+                let group: Vec<&Prepared> = members
                     .iter()
-                    .filter_map(|r| r.as_ref().ok())
+                    .filter_map(|&k| prepared[k].as_ref().ok())
                     .collect();
                 match exec::insert_group(self, tx, &group, isolate, full).await? {
                     Some(ins) => {
                         if let Some(log) = &mut log {
                             log.created(&p.entity, ins.ids);
                         }
-                        for (k, o) in ins.objects.into_iter().enumerate() {
-                            outcomes[i + k] = Some(Ok(o));
+                        for (&k, o) in members.iter().zip(ins.objects) {
+                            outcomes[k] = Some(Ok(o));
                         }
                         i = j;
                         continue;
@@ -281,11 +289,9 @@ impl Engine {
                     None if optimistic => return Ok(None),
                     None => {}
                 }
-            } else {
-                j = i + 1;
             }
             // One at a time: a single call, or a group in which some row failed.
-            for k in i..j {
+            for k in members {
                 if let Ok(p) = &prepared[k] {
                     let by_key = match &log {
                         Some(log) if p.by_key() => log.read_by_key(tx, d, p).await?,
