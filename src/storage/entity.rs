@@ -383,18 +383,27 @@ pub async fn insert_many(
             cols.join(", "),
             arrays.join(", "),
         );
-        if full {
+        let gathered = types.iter().all(|t| *t != crate::schema::ColType::Decimal);
+        if gathered {
+            // The rows in one row of arrays: decoding a row per created object cost more
+            // than sending the statement.
+            let columns_out: Vec<String> = if full {
+                e.columns().map(|c| d.quote(c)).collect()
+            } else {
+                vec![d.quote("id")]
+            };
+            let aggs: Vec<String> = columns_out
+                .iter()
+                .map(|c| format!("array_agg({c})"))
+                .collect();
+            let sql = format!(
+                "WITH ins AS ({insert} RETURNING {returning}) SELECT {} FROM ins",
+                aggs.join(", ")
+            );
+            ex.fetch_gathered(&sql, &columns, &types).await?
+        } else {
             let sql = format!("{insert} RETURNING {returning}");
             ex.fetch_columns(&sql, &columns, &types).await?
-        } else {
-            // The ids in one array: decoding a row per id cost more than the insert's
-            // statement took to send.
-            let sql = format!(
-                "WITH ins AS ({insert} RETURNING {returning}) SELECT array_agg({id}) FROM ins",
-                id = d.quote("id")
-            );
-            let ids = ex.fetch_ids_columns(&sql, &columns).await?;
-            ids.into_iter().map(|id| vec![Value::int(id)]).collect()
         }
     } else if ex.numbers_inserts() {
         // The backend knows the ids without a RETURNING clause, which on SQLite keeps every

@@ -202,14 +202,16 @@ pub trait Exec: Send {
             "array parameters are bound only in a PostgreSQL transaction".into(),
         ))
     }
-    /// [`Exec::fetch_columns`] for a query that returns one row holding one array of ids (an
-    /// `INSERT ... RETURNING` gathered by `array_agg`): one value to decode instead of a row
-    /// per id. Only where [`Exec::binds_arrays`].
-    async fn fetch_ids_columns(
+    /// [`Exec::fetch_columns`] for a query that returns its rows gathered into one row of
+    /// arrays, one array per column of `types` (`SELECT array_agg(a), array_agg(b) FROM ...`),
+    /// none of them [`ColType::Decimal`]: a few values to decode instead of a row each. The rows
+    /// come back as rows. Only where [`Exec::binds_arrays`].
+    async fn fetch_gathered(
         &mut self,
         _sql: &str,
         _columns: &[Vec<&Value>],
-    ) -> Result<Vec<i64>> {
+        _types: &[ColType],
+    ) -> Result<Vec<Row>> {
         Err(StorageError::Database(
             "array parameters are bound only in a PostgreSQL transaction".into(),
         ))

@@ -229,15 +229,63 @@ impl Exec for PgTx {
         rows.iter().map(|r| decode(r, types)).collect()
     }
 
-    async fn fetch_ids_columns(&mut self, sql: &str, columns: &[Vec<&Value>]) -> Result<Vec<i64>> {
+    async fn fetch_gathered(
+        &mut self,
+        sql: &str,
+        columns: &[Vec<&Value>],
+        types: &[ColType],
+    ) -> Result<Vec<Row>> {
         let mut q = sqlx::query(AssertSqlSafe(sql.to_string()));
         for c in columns {
             q = bind_column(q, c)?;
         }
         let row = q.fetch_one(&mut *self.0).await.map_err(db)?;
-        let ids: Option<Vec<i64>> = row.try_get(0).map_err(db)?;
-        Ok(ids.unwrap_or_default())
+        ungather(&row, types)
     }
+}
+
+/// The rows of a row of arrays, one array per column (see [`Exec::fetch_gathered`]).
+fn ungather(row: &PgRow, types: &[ColType]) -> Result<Vec<Row>> {
+    fn array<T>(row: &PgRow, i: usize) -> Result<Vec<Option<T>>>
+    where
+        for<'r> Vec<Option<T>>: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+    {
+        let v: Option<Vec<Option<T>>> = row.try_get(i).map_err(db)?;
+        Ok(v.unwrap_or_default())
+    }
+    let mut columns: Vec<std::vec::IntoIter<Value>> = Vec::with_capacity(types.len());
+    for (i, t) in types.iter().enumerate() {
+        let values: Vec<Value> = match t {
+            ColType::Int => array::<i64>(row, i)?.into_iter().map(Value::Int).collect(),
+            ColType::Float => array::<f64>(row, i)?
+                .into_iter()
+                .map(Value::Float)
+                .collect(),
+            ColType::Bool => array::<bool>(row, i)?
+                .into_iter()
+                .map(Value::Bool)
+                .collect(),
+            ColType::Text => array::<String>(row, i)?
+                .into_iter()
+                .map(Value::Text)
+                .collect(),
+            ColType::Decimal => {
+                return Err(StorageError::Database(
+                    "decimal columns are not read gathered".into(),
+                ));
+            }
+        };
+        columns.push(values.into_iter());
+    }
+    let n = columns.first().map_or(0, |c| c.len());
+    if columns.iter().any(|c| c.len() != n) {
+        return Err(StorageError::Database(
+            "gathered columns of different lengths".into(),
+        ));
+    }
+    Ok((0..n)
+        .map(|_| columns.iter_mut().filter_map(Iterator::next).collect())
+        .collect())
 }
 
 /// Binds one column's values as one array parameter.
