@@ -115,7 +115,17 @@ pub async fn rows(
         stage.skip_rest();
     }
     let mut w = Writer::new(
-        jobs, req, caller, &plan, &cols, &sink, out, cursor, unsaved, parts,
+        jobs,
+        req,
+        caller,
+        &plan,
+        &cols,
+        &sink,
+        out,
+        working_copy.clone(),
+        cursor,
+        unsaved,
+        parts,
     );
     while let Some(next) = w.next(&mut stage).await? {
         if *stop.borrow() {

@@ -19,10 +19,10 @@ use super::result_file::{Lines, not_run};
 use super::rows::Columns;
 use super::run::{Sink, io_err};
 use super::stage::{Ready, Spent, Stage, Work as Prepared};
+use crate::engine::Caller;
 use crate::engine::batch::{Applied, Guard};
 use crate::engine::changes::Pending;
 use crate::engine::retry::Retry;
-use crate::engine::{Caller, Outcome};
 use crate::jobs::queue::add_details;
 use crate::jobs::record::Request;
 use crate::jobs::{Advance, Jobs};
@@ -45,17 +45,41 @@ fn span_chunks(d: Dialect) -> usize {
     }
 }
 
+/// Where a chunk's rows are in the working copy: read again from there when the chunk runs
+/// again or is written as not run, so that a span holds no rows.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// The byte offset of its first row.
+    offset: u64,
+    rows: usize,
+}
+
+impl Held {
+    /// Where `records` (read from the working copy, with their positions) are.
+    fn of(records: &[csv::StringRecord]) -> Result<Held, StorageError> {
+        let offset = records
+            .first()
+            .and_then(|r| r.position())
+            .map(|p| p.byte())
+            .ok_or_else(|| io_err("a chunk without the place of its rows"))?;
+        Ok(Held {
+            offset,
+            rows: records.len(),
+        })
+    }
+}
+
 /// A chunk to run again, and whether it must be the first of its span.
 struct Again {
-    records: Vec<csv::StringRecord>,
+    at: Held,
     first: bool,
 }
 
 /// The chunks run in the open transaction, not yet committed.
 struct Span {
     tx: Box<dyn Tx>,
-    /// Each chunk's records: to run them again, or to write them as not run.
-    held: Vec<Vec<csv::StringRecord>>,
+    /// Where each chunk's rows are: to run them again, or to write them as not run.
+    held: Vec<Held>,
     /// Rows run in the span.
     rows: i64,
     /// Bytes of the result file written by the span.
@@ -98,6 +122,8 @@ pub(super) struct Writer<'a> {
     pub encoding: &'static encoding_rs::Encoding,
     pub sink: &'a Sink,
     pub out: std::fs::File,
+    /// The working copy the rows are read from, and its separator.
+    pub source: (std::path::PathBuf, u8),
     /// Whether the result file is kept in parts in the database (see [`keep`]).
     pub parts: bool,
     /// Rows done, committed (and, after a cancel, written as not run).
@@ -127,6 +153,7 @@ impl<'a> Writer<'a> {
         cols: &'a Columns,
         sink: &'a Sink,
         out: std::fs::File,
+        source: std::path::PathBuf,
         cursor: i64,
         unsaved: Vec<u8>,
         parts: bool,
@@ -140,6 +167,7 @@ impl<'a> Writer<'a> {
             encoding: plan.encoding(),
             sink,
             out,
+            source: (source, plan.layout.separator),
             parts,
             done: req.done,
             cursor,
@@ -157,17 +185,17 @@ impl<'a> Writer<'a> {
     /// rows the open span commits; None once nothing is left.
     pub async fn next(&mut self, stage: &mut Stage) -> Result<Option<Next>, StorageError> {
         loop {
-            if let Some(Again { records, first }) = self.again.pop_front() {
+            if let Some(Again { at, first }) = self.again.pop_front() {
                 if first && self.span.is_some() {
                     // It runs after the span commits, in a transaction of its own.
-                    self.again.push_front(Again { records, first });
+                    self.again.push_front(Again { at, first });
                     if self.commit(stage).await? == Step::LeaseLost {
                         return Ok(None);
                     }
                     continue;
                 }
                 return Ok(Some(Next {
-                    records,
+                    records: self.reread(at)?,
                     work: None,
                 }));
             }
@@ -253,7 +281,7 @@ impl<'a> Writer<'a> {
                 // transaction of its own, and from now on every chunk commits by itself.
                 self.limit = 1;
                 self.again.push_front(Again {
-                    records,
+                    at: Held::of(&records)?,
                     first: true,
                 });
                 self.roll_back().await?;
@@ -275,7 +303,7 @@ impl<'a> Writer<'a> {
         span.rows += records.len() as i64;
         span.len += bytes.len() as i64;
         span.applied.merge(Applied::of(&prepared, &outcomes));
-        span.held.push(records);
+        span.held.push(Held::of(&records)?);
         if self.parts {
             span.bytes.extend_from_slice(&bytes);
         }
@@ -290,7 +318,7 @@ impl<'a> Writer<'a> {
         }
         let full = span.held.len() >= self.limit || span.began.elapsed() >= SPAN_TIME;
         stage.recycle(Spent {
-            records: Vec::new(),
+            records,
             prepared,
             outcomes,
         });
@@ -351,7 +379,8 @@ impl<'a> Writer<'a> {
                 self.cut_back()?;
                 self.cancelled_at = Some(self.done);
                 stage.skip_rest();
-                for records in span.held {
+                for at in span.held {
+                    let records = self.reread(at)?;
                     self.not_run(&records, crate::jobs::NOT_RUN)?;
                 }
                 return Ok(Step::Cancelled);
@@ -373,13 +402,6 @@ impl<'a> Writer<'a> {
                 let _ = s.send(l).await;
             }
         }
-        for records in span.held {
-            stage.recycle(Spent {
-                records,
-                prepared: Vec::new(),
-                outcomes: Vec::<Outcome>::new(),
-            });
-        }
         Ok(Step::Ran)
     }
 
@@ -392,7 +414,7 @@ impl<'a> Writer<'a> {
     ) -> Result<Step, StorageError> {
         if !records.is_empty() {
             self.again.push_front(Again {
-                records,
+                at: Held::of(&records)?,
                 first: false,
             });
         }
@@ -420,13 +442,37 @@ impl<'a> Writer<'a> {
     }
 
     /// Puts the chunks of a span that did not commit back in front of what runs next.
-    fn requeue(&mut self, held: Vec<Vec<csv::StringRecord>>) {
-        for records in held.into_iter().rev() {
-            self.again.push_front(Again {
-                records,
-                first: false,
-            });
+    fn requeue(&mut self, held: Vec<Held>) {
+        for at in held.into_iter().rev() {
+            self.again.push_front(Again { at, first: false });
         }
+    }
+
+    /// The rows of a chunk read again from the working copy, with their positions in it.
+    fn reread(&self, at: Held) -> Result<Vec<csv::StringRecord>, StorageError> {
+        let (path, separator) = &self.source;
+        let mut file = std::fs::File::open(path).map_err(io_err)?;
+        file.seek(std::io::SeekFrom::Start(at.offset))
+            .map_err(io_err)?;
+        let mut reader = csv::ReaderBuilder::new()
+            .delimiter(*separator)
+            .has_headers(false)
+            .flexible(false)
+            .from_reader(file);
+        let mut records = Vec::with_capacity(at.rows);
+        for r in reader.records().take(at.rows) {
+            let mut r = r.map_err(io_err)?;
+            if let Some(p) = r.position() {
+                let mut p = p.clone();
+                p.set_byte(p.byte() + at.offset);
+                r.set_position(Some(p));
+            }
+            records.push(r);
+        }
+        if records.len() != at.rows {
+            return Err(io_err("the working copy ends before the rows of a chunk"));
+        }
+        Ok(records)
     }
 
     /// Cuts the result file back to its committed length.
