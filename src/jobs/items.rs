@@ -13,8 +13,8 @@ use crate::engine::retry::Retry;
 use crate::engine::whole::{Mode, settle};
 use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_text};
 use crate::schema::Role;
+use crate::storage::StorageError;
 use crate::storage::request_log::{self, ResultRow};
-use crate::storage::{Dialect, StorageError};
 use serde_json::Value as Json;
 use tokio::sync::watch;
 
@@ -70,13 +70,9 @@ impl Items {
     }
 }
 
-/// Items per transaction.
-fn chunk_size(d: Dialect) -> i64 {
-    match d {
-        Dialect::Sqlite => 1000,
-        Dialect::Postgres => 500,
-    }
-}
+/// Items per transaction. (On PostgreSQL 500 took 5 to 15% longer for a batch of 100,000 with
+/// the same peak memory; 2,000 was 5 to 8% faster again but brought the peak near 64 MB.)
+const CHUNK_ITEMS: i64 = 1000;
 
 #[async_trait::async_trait]
 impl JobKind for Items {
@@ -94,7 +90,6 @@ impl JobKind for Items {
         stop: &watch::Receiver<bool>,
     ) -> Result<(), StorageError> {
         let rid = req.rid.as_str();
-        let d = jobs.storage.dialect();
         let caller = jobs.caller_of(req.user_id).await?;
         jobs.log(rid, &format!("started (worker {})", jobs.worker_id))
             .await?;
@@ -131,7 +126,7 @@ impl JobKind for Items {
                 user_exists: caller.is_some(),
                 who: who.clone(),
             };
-            ReadAhead::spawn(reading, done, chunk_size(d))
+            ReadAhead::spawn(reading, done, CHUNK_ITEMS)
         });
         while let Some(ahead) = ahead.as_mut() {
             if *stop.borrow() {
@@ -229,7 +224,7 @@ impl Items {
             let attempt = async {
                 let mut tx = jobs.storage.begin().await?;
                 let mut outcomes = Vec::with_capacity(prepared.len());
-                for part in prepared.chunks(chunk_size(d) as usize) {
+                for part in prepared.chunks(CHUNK_ITEMS as usize) {
                     if *stop.borrow() {
                         tx.rollback().await?;
                         return Ok(WholeEnd::Stopped);
