@@ -214,6 +214,7 @@ impl Whole<'_> {
         match recorded {
             Ok(true) => {
                 tx.commit().await?;
+                jobs.drop_spent(self.req).await;
                 tracing::info!(
                     rid = %self.req.rid,
                     rows = pass.done,
