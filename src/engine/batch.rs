@@ -408,7 +408,7 @@ impl Applied {
     pub fn of(prepared: &[Result<Prepared, CallError>], outcomes: &[Outcome]) -> Applied {
         let mut applied = Applied::default();
         // Consecutive calls of the same entity and operation (a chunk is mostly one run) are
-        // added to the map once per run.
+        // counted once per run.
         let mut run: Option<((&str, Op), u64)> = None;
         for (p, o) in prepared.iter().zip(outcomes) {
             if let (Ok(p), Ok(obj)) = (p, o) {

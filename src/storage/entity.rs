@@ -1,7 +1,7 @@
 //! SQL for entity rows, built from the compiled catalog with bound values only.
 
 use super::sql::Dialect;
-use super::{Exec, Result, Row, StorageError, Value};
+use super::{Exec, Result, Returned, Row, StorageError, Value};
 use crate::schema::{ColType, Entity};
 
 fn column_list(d: Dialect, e: &Entity) -> String {
@@ -400,10 +400,12 @@ pub async fn insert_many(
                 "WITH ins AS ({insert} RETURNING {returning}) SELECT {} FROM ins",
                 aggs.join(", ")
             );
-            ex.fetch_gathered(&sql, &columns, &types).await?
+            ex.fetch_columns(&sql, &columns, &types, Returned::Gathered)
+                .await?
         } else {
             let sql = format!("{insert} RETURNING {returning}");
-            ex.fetch_columns(&sql, &columns, &types).await?
+            ex.fetch_columns(&sql, &columns, &types, Returned::Rows)
+                .await?
         }
     } else if ex.numbers_inserts() {
         // The backend knows the ids without a RETURNING clause, which on SQLite keeps every

@@ -178,6 +178,17 @@ impl StorageError {
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 
+/// How a query run by [`Exec::fetch_columns`] returns its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    /// A row per row.
+    Rows,
+    /// Gathered into one row of arrays, one array per column of the types
+    /// (`SELECT array_agg(a), array_agg(b) FROM ...`), none of them [`ColType::Decimal`]: a few
+    /// values to decode instead of a row each.
+    Gathered,
+}
+
 /// Runs statements: a pool (each statement on its own) or an open transaction.
 #[async_trait]
 pub trait Exec: Send {
@@ -190,27 +201,14 @@ pub trait Exec: Send {
         false
     }
     /// Runs a query whose parameters are arrays, parameter `i` holding every row's value of
-    /// `columns[i]` (all of one kind), and decodes every row's columns with `types`. Only
-    /// where [`Exec::binds_arrays`].
+    /// `columns[i]` (all of one kind), and decodes the rows it returns, as `returned` says,
+    /// with `types`. Only where [`Exec::binds_arrays`].
     async fn fetch_columns(
         &mut self,
         _sql: &str,
         _columns: &[Vec<&Value>],
         _types: &[ColType],
-    ) -> Result<Vec<Row>> {
-        Err(StorageError::Database(
-            "array parameters are bound only in a PostgreSQL transaction".into(),
-        ))
-    }
-    /// [`Exec::fetch_columns`] for a query that returns its rows gathered into one row of
-    /// arrays, one array per column of `types` (`SELECT array_agg(a), array_agg(b) FROM ...`),
-    /// none of them [`ColType::Decimal`]: a few values to decode instead of a row each. The rows
-    /// come back as rows. Only where [`Exec::binds_arrays`].
-    async fn fetch_gathered(
-        &mut self,
-        _sql: &str,
-        _columns: &[Vec<&Value>],
-        _types: &[ColType],
+        _returned: Returned,
     ) -> Result<Vec<Row>> {
         Err(StorageError::Database(
             "array parameters are bound only in a PostgreSQL transaction".into(),

@@ -5,7 +5,7 @@
 //! ([`super::pg_conns`]).
 
 use super::pg_conns::{Conns, IDLE_CHECK};
-use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, sql::Dialect};
+use super::{Exec, Result, Returned, Row, Storage, StorageError, Tx, Value, sql::Dialect};
 use crate::schema::ColType;
 use async_trait::async_trait;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
@@ -220,31 +220,26 @@ impl Exec for PgTx {
         sql: &str,
         columns: &[Vec<&Value>],
         types: &[ColType],
+        returned: Returned,
     ) -> Result<Vec<Row>> {
         let mut q = sqlx::query(AssertSqlSafe(sql.to_string()));
         for c in columns {
             q = bind_column(q, c)?;
         }
-        let rows = q.fetch_all(&mut *self.0).await.map_err(db)?;
-        rows.iter().map(|r| decode(r, types)).collect()
-    }
-
-    async fn fetch_gathered(
-        &mut self,
-        sql: &str,
-        columns: &[Vec<&Value>],
-        types: &[ColType],
-    ) -> Result<Vec<Row>> {
-        let mut q = sqlx::query(AssertSqlSafe(sql.to_string()));
-        for c in columns {
-            q = bind_column(q, c)?;
+        match returned {
+            Returned::Rows => {
+                let rows = q.fetch_all(&mut *self.0).await.map_err(db)?;
+                rows.iter().map(|r| decode(r, types)).collect()
+            }
+            Returned::Gathered => {
+                let row = q.fetch_one(&mut *self.0).await.map_err(db)?;
+                ungather(&row, types)
+            }
         }
-        let row = q.fetch_one(&mut *self.0).await.map_err(db)?;
-        ungather(&row, types)
     }
 }
 
-/// The rows of a row of arrays, one array per column (see [`Exec::fetch_gathered`]).
+/// The rows of a row of arrays, one array per column (see [`Returned::Gathered`]).
 fn ungather(row: &PgRow, types: &[ColType]) -> Result<Vec<Row>> {
     fn array<T>(row: &PgRow, i: usize) -> Result<Vec<Option<T>>>
     where

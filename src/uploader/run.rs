@@ -20,7 +20,7 @@ use crate::storage::StorageError;
 use std::io::Seek;
 use tokio::sync::{mpsc, watch};
 
-/// Rows per transaction.
+/// Rows per chunk: what the pipeline prepares at once, and a transaction's rows on SQLite.
 pub(super) const CHUNK: usize = 1000;
 
 /// Where per-line progress goes.

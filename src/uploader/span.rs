@@ -122,8 +122,8 @@ pub(super) struct Writer<'a> {
     pub encoding: &'static encoding_rs::Encoding,
     pub sink: &'a Sink,
     pub out: std::fs::File,
-    /// The working copy the rows are read from, and its separator.
-    pub source: (std::path::PathBuf, u8),
+    /// The working copy the rows are read from.
+    pub source: std::path::PathBuf,
     /// Whether the result file is kept in parts in the database (see [`keep`]).
     pub parts: bool,
     /// Rows done, committed (and, after a cancel, written as not run).
@@ -167,7 +167,7 @@ impl<'a> Writer<'a> {
             encoding: plan.encoding(),
             sink,
             out,
-            source: (source, plan.layout.separator),
+            source,
             parts,
             done: req.done,
             cursor,
@@ -450,12 +450,11 @@ impl<'a> Writer<'a> {
 
     /// The rows of a chunk read again from the working copy, with their positions in it.
     fn reread(&self, at: Held) -> Result<Vec<csv::StringRecord>, StorageError> {
-        let (path, separator) = &self.source;
-        let mut file = std::fs::File::open(path).map_err(io_err)?;
+        let mut file = std::fs::File::open(&self.source).map_err(io_err)?;
         file.seek(std::io::SeekFrom::Start(at.offset))
             .map_err(io_err)?;
         let mut reader = csv::ReaderBuilder::new()
-            .delimiter(*separator)
+            .delimiter(self.plan.layout.separator)
             .has_headers(false)
             .flexible(false)
             .from_reader(file);
