@@ -44,7 +44,7 @@ impl Jobs {
         let d = self.storage.dialect();
         let body = serde_json::json!({"error": "not_run", "description": NOT_RUN}).to_string();
         let mut tx = self.storage.begin().await?;
-        request_log::result_rest(tx.as_mut(), d, &req.rid, done, 409, &body).await?;
+        request_log::result_range(tx.as_mut(), d, &req.rid, done..req.total, 409, &body).await?;
         tx.commit().await?;
         let path = format!("media/keep1m/bgrs.{}.result.json", req.rid);
         let last = format!(

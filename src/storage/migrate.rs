@@ -36,6 +36,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0006_changes.sql"),
         include_str!("../../migrations/postgres/0006_changes.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/sqlite/0007_blocks.sql"),
+        include_str!("../../migrations/postgres/0007_blocks.sql"),
+    ),
 ];
 
 /// The version the fixed tables reach when every migration has run.

@@ -3,6 +3,7 @@
 //! additive DDL plan, and stored files. It executes; it does not decide (that is the engine's).
 
 pub mod auth;
+pub mod blocks;
 pub mod changes;
 mod checkpoint;
 pub mod contention;

@@ -98,11 +98,11 @@ pub async fn rebuild_result(
     let mut len = 0i64;
     const PAGE: i64 = 200;
     'pages: loop {
-        let parts = jobs.results(rid, len, PAGE).await?;
+        let parts = request_log::result_parts(jobs.storage.as_ref(), rid, len, PAGE).await?;
         if parts.is_empty() {
             break;
         }
-        for (at, _, text) in &parts {
+        for (at, text) in &parts {
             if *at != len {
                 return Err(io_err(format!(
                     "the result parts of `{rid}` skip from byte {len} to {at}"
