@@ -121,7 +121,7 @@ impl Jobs {
     /// key was used already.
     pub async fn enqueue(
         &self,
-        req: NewRequest,
+        mut req: NewRequest,
         idempotency_key: Option<&str>,
     ) -> Result<Result<String, Reply>> {
         let d = self.storage.dialect();
@@ -168,6 +168,8 @@ impl Jobs {
         };
         requests::insert(tx.as_mut(), d, &row).await?;
         request_log::insert_items(tx.as_mut(), d, &rid, &req.items).await?;
+        // Stored: the texts (the size of the request's body) go before a worker starts on them.
+        drop(std::mem::take(&mut req.items));
         add_detail(
             tx.as_mut(),
             d,
