@@ -590,3 +590,45 @@ async fn details_since_and_events_in_order() {
     assert_eq!(result(&app, &rid).await.len(), 2500);
     app.stop().await;
 }
+
+/// The objects a batch of creates answers with are those a read of them gives, to the byte:
+/// on PostgreSQL only their ids come back from the insert, the rest is what was bound.
+#[tokio::test]
+async fn a_batchs_created_objects_are_what_reading_them_gives() {
+    let app = spawn_app().await;
+    let calls = json!([
+        {"name": "plain", "type": 2, "description": "x", "is_active": false},
+        {"name": "ünïcødé 漢字 😀 \"quoted\" \\ back\nline\ttab", "type": -9007199254740991i64},
+        {"name": "defaults only"},
+        {"name": "nulls", "description": null},
+        {"name": "", "type": 9007199254740991i64, "description": "", "is_active": true},
+    ]);
+    let rid = submit(&app, Method::POST, "/v2.5/campaigns", calls.clone()).await;
+    wait_finished(&app, &rid).await;
+    let background = result(&app, &rid).await;
+    let (s, b) = json(
+        app.admin(Method::POST, "/v2.5/campaigns?bgrs=false")
+            .json(&calls)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    let now = items(&b);
+    assert_eq!((background.len(), now.len()), (5, 5));
+    for (status, created) in background.into_iter().chain(now) {
+        assert_eq!(status, 200, "{created}");
+        let id = created["id"].as_i64().expect("an id");
+        let (s, read) = json(
+            app.admin(Method::GET, &format!("/v2.5/campaigns/{id}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{read}");
+        assert_eq!(created, read);
+    }
+    app.stop().await;
+}

@@ -361,12 +361,16 @@ pub async fn insert_many(
     let width = columns.len();
     let rows = args.len().checked_div(width).unwrap_or(0);
     let cols: Vec<String> = columns.iter().map(|c| d.quote(c)).collect();
-    let (returning, types) = if full {
+    let arrays = ex.binds_arrays() && rows > 0 && one_kind_per_column(args, width);
+    // Whole objects are what was bound and their ids: only the ids need to come back when
+    // the database stores every other column as it was given.
+    let echo = (full && arrays).then(|| echoed(e, columns, args)).flatten();
+    let (returning, types) = if full && echo.is_none() {
         (column_list(d, e), e.col_types())
     } else {
         (d.quote("id"), vec![crate::schema::ColType::Int])
     };
-    let mut out = if ex.binds_arrays() && rows > 0 && one_kind_per_column(args, width) {
+    let mut out = if arrays {
         // One array parameter per column: the statement's size does not grow with the rows,
         // and the database plans it once.
         let columns: Vec<Vec<&Value>> = (0..width)
@@ -387,7 +391,7 @@ pub async fn insert_many(
         if gathered {
             // The rows in one row of arrays: decoding a row per created object cost more
             // than sending the statement.
-            let columns_out: Vec<String> = if full {
+            let columns_out: Vec<String> = if full && echo.is_none() {
                 e.columns().map(|c| d.quote(c)).collect()
             } else {
                 vec![d.quote("id")]
@@ -454,7 +458,41 @@ pub async fn insert_many(
     ex.count_rows(d, &e.name, out.len() as i64).await?;
     // Ids grow in insertion order within one statement.
     out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    if let Some(at) = echo {
+        if out.len() != rows {
+            return Err(StorageError::Database(format!(
+                "inserted {rows} rows into {} but {} ids came back",
+                e.name,
+                out.len()
+            )));
+        }
+        for (row, given) in out.iter_mut().zip(args.chunks(width)) {
+            row.extend(at.iter().map(|&i| given[i].clone()));
+        }
+    }
     Ok(out)
+}
+
+/// Where each column of `e` after `id` is among the bound `columns`, when every one is bound
+/// with a value that the database stores exactly as given (an integer, a boolean or a text in
+/// a column of that type): the inserted rows are then their ids and those values. `None`
+/// when some column is left to a default, or holds a number the database may round.
+fn echoed(e: &Entity, columns: &[&str], args: &[&Value]) -> Option<Vec<usize>> {
+    use crate::schema::ColType;
+    let first = &args[..columns.len()];
+    e.columns()
+        .skip(1)
+        .map(|c| {
+            let i = columns.iter().position(|b| *b == c)?;
+            let exact = matches!(
+                (e.col_type(c)?, first[i]),
+                (ColType::Int, Value::Int(_))
+                    | (ColType::Bool, Value::Bool(_))
+                    | (ColType::Text, Value::Text(_))
+            );
+            exact.then_some(i)
+        })
+        .collect()
 }
 
 /// Whether every row of `args` (`width` values each) has, column by column, values of the
