@@ -371,23 +371,41 @@ impl Engine {
     }
 
     /// Runs a whole batch synchronously, in chunks of `chunk` calls per transaction. The calls
-    /// are made and prepared one chunk ahead, on a thread of their own (see [`super::ahead`]).
-    pub async fn run_batch<I>(&self, caller: &Caller, calls: I, chunk: usize) -> Vec<Outcome>
+    /// are made and prepared one chunk ahead, on a thread of their own (see [`super::ahead`]),
+    /// and each chunk's outcomes are handed to `render` on another as soon as the chunk has
+    /// committed, while the next one runs: what `render` made of each chunk, in order.
+    pub async fn run_batch<I, R, T>(
+        &self,
+        caller: &Caller,
+        calls: I,
+        chunk: usize,
+        render: R,
+    ) -> Vec<T>
     where
         I: Iterator<Item = Result<Call, CallError>> + Send + 'static,
+        R: Fn(Vec<Outcome>) -> T + Clone + Send + 'static,
+        T: Send + 'static,
     {
-        let (lower, _) = calls.size_hint();
-        let mut out = Vec::with_capacity(lower);
+        let mut parts = Vec::new();
         let mut ahead = super::ahead::Ahead::spawn(self.clone(), caller.clone(), calls, chunk);
         while let Some(prepared) = ahead.next().await {
-            match self.commit_chunk(caller, &prepared, true).await {
-                Ok(o) => out.extend(o),
+            let outcomes = match self.commit_chunk(caller, &prepared, true).await {
+                Ok(o) => o,
                 Err(e) => {
                     let err = super::internal(e);
-                    out.extend(std::iter::repeat_n(Err(err), prepared.len()));
+                    std::iter::repeat_n(Err(err), prepared.len()).collect()
                 }
-            }
+            };
             ahead.recycle(prepared);
+            let render = render.clone();
+            parts.push(tokio::task::spawn_blocking(move || render(outcomes)));
+        }
+        let mut out = Vec::with_capacity(parts.len());
+        for part in parts {
+            match part.await {
+                Ok(t) => out.push(t),
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
         }
         out
     }

@@ -70,8 +70,12 @@ fn accepted(rid: &str) -> Response {
 
 /// The JSON text of batch result items.
 pub fn results_json(outcomes: &[Outcome]) -> String {
-    let mut out = Vec::with_capacity(outcomes.len() * 160 + 2);
-    out.push(b'[');
+    joined(vec![result_items(outcomes)])
+}
+
+/// The result items of `outcomes`, comma-separated: a part of the results' JSON array.
+fn result_items(outcomes: &[Outcome]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(outcomes.len() * 160);
     for (i, o) in outcomes.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -80,6 +84,20 @@ pub fn results_json(outcomes: &[Outcome]) -> String {
             Ok(obj) => push_value_item(&mut out, 200, obj),
             Err(e) => push_value_item(&mut out, e.status(), &e.body()),
         }
+    }
+    out
+}
+
+/// The JSON array of the result items in `parts`, in order.
+fn joined(parts: Vec<Vec<u8>>) -> String {
+    let len = parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2;
+    let mut out = Vec::with_capacity(len);
+    out.push(b'[');
+    for p in parts.iter().filter(|p| !p.is_empty()) {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(p);
     }
     out.push(b']');
     String::from_utf8(out).expect("JSON text is UTF-8")
@@ -188,22 +206,29 @@ pub async fn run(
             return Ok(reply_response(reply));
         }
     }
-    let outcomes = if mode.whole() {
+    let body = if mode.whole() {
         let calls: Vec<Result<Call, CallError>> = (0..items.len())
             .map(|i| item_call(entity, op, parse_item(items.get(i))))
             .collect();
         drop(items);
-        state
+        let outcomes = state
             .engine
             .run_whole(caller, calls, SYNC_CHUNK, mode)
-            .await
+            .await;
+        results_json(&outcomes)
     } else {
-        // The items are parsed into calls one chunk ahead of the writer, on its own thread.
+        // The items are parsed into calls one chunk ahead of the writer, on its own thread,
+        // and each chunk's results are written out while the next chunk runs.
         let entity = entity.to_string();
         let calls = (0..items.len()).map(move |i| item_call(&entity, op, parse_item(items.get(i))));
-        state.engine.run_batch(caller, calls, SYNC_CHUNK).await
+        let parts = state
+            .engine
+            .run_batch(caller, calls, SYNC_CHUNK, |o: Vec<Outcome>| {
+                result_items(&o)
+            })
+            .await;
+        joined(parts)
     };
-    let body = results_json(&outcomes);
     if let Some(k) = &key {
         let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
         jobs.remember_reply(&mut pool, caller.id, k, 200, &body, "application/json")
@@ -263,6 +288,17 @@ pub async fn background_call(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_of_results_join_into_one_array() {
+        let part = |t: &str| t.as_bytes().to_vec();
+        assert_eq!(joined(vec![]), "[]");
+        assert_eq!(joined(vec![part(""), part("")]), "[]");
+        assert_eq!(joined(vec![part("1,2"), part(""), part("3")]), "[1,2,3]");
+        let outcomes: Vec<Outcome> = (0..5).map(|i| Ok(json!({"id": i}))).collect();
+        let parts = outcomes.chunks(2).map(result_items).collect();
+        assert_eq!(joined(parts), results_json(&outcomes));
+    }
 
     #[test]
     fn result_items_are_the_escaped_text_of_their_bodies() {
