@@ -511,3 +511,43 @@ async fn password_hashing_never_holds_up_other_writers() {
     assert_eq!(r.status(), 200);
     app.stop().await;
 }
+
+/// A client with many connections open signs in on all of them at once with the right
+/// password: each request succeeds. The checks of the same credentials take turns, so they
+/// count as one attempt, not as a burst of failures for the throttle to refuse.
+#[tokio::test]
+async fn the_right_password_on_many_connections_at_once_is_never_throttled() {
+    let app = spawn_app().await;
+    app.create_user("many", "many-connections-pw").await;
+    let calls = (0..48).map(|_| {
+        app.as_user(
+            "many",
+            "many-connections-pw",
+            Method::GET,
+            "/v2.5/campaigns",
+        )
+        .send()
+    });
+    let statuses: Vec<u16> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    // A wrong password is still throttled after the free failures.
+    let wrong = (0..12).map(|_| {
+        app.as_user("many", "not-the-password", Method::GET, "/v2.5/campaigns")
+            .send()
+    });
+    let statuses: Vec<u16> = futures::future::join_all(wrong)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect();
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "{statuses:?}"
+    );
+    app.stop().await;
+}

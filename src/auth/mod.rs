@@ -14,6 +14,7 @@ use crate::storage::auth::{self as store, UserRow};
 use base64::Engine as _;
 use cache::CredentialCache;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,9 @@ pub struct Auth {
     storage: Arc<dyn Storage>,
     pub cache: CredentialCache,
     pub throttle: throttle::Throttle,
+    /// The password checks under way, by the digest of their login and password: the same
+    /// credentials arriving together wait for one check instead of each counting as an attempt.
+    checking: std::sync::Mutex<HashMap<cache::Digest, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// A newly issued token.
@@ -54,6 +58,7 @@ impl Auth {
             storage,
             cache: CredentialCache::default(),
             throttle: throttle::Throttle::new(free_failures),
+            checking: Default::default(),
         }
     }
 
@@ -69,6 +74,35 @@ impl Auth {
         if let Some(c) = self.cache.get(&key) {
             return Ok(c);
         }
+        // Requests with the same credentials take turns: the first checks them, and the
+        // others find the result remembered (a client with many connections open counts one
+        // attempt, not one per connection, which the throttle would refuse as failures).
+        let gate = {
+            let mut checking = self.checking.lock().unwrap_or_else(|p| p.into_inner());
+            checking.entry(key).or_default().clone()
+        };
+        let turn = gate.lock().await;
+        let checked = match self.cache.get(&key) {
+            Some(c) => Ok(c),
+            None => self.check_basic(login, password, addr, key).await,
+        };
+        drop(turn);
+        let mut checking = self.checking.lock().unwrap_or_else(|p| p.into_inner());
+        // Only the map and this request hold the gate: nobody else waits on it.
+        if Arc::strong_count(&gate) <= 2 {
+            checking.remove(&key);
+        }
+        checked
+    }
+
+    /// One sign-in attempt, counted by the throttle, against the stored hash.
+    async fn check_basic(
+        &self,
+        login: &str,
+        password: &str,
+        addr: Option<IpAddr>,
+        key: cache::Digest,
+    ) -> Result<Caller, AuthError> {
         if let Err(secs) = self.throttle.attempt(login, addr) {
             tracing::debug!(login, client = ?addr, retry_after = secs, "sign-in throttled");
             return Err(AuthError::Throttled(secs));
