@@ -71,6 +71,15 @@ pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {
         ])
         .await?;
     let at = applied(&mut super::AutoCommit(storage)).await?;
+    if at > latest() {
+        // A newer build changed these tables (how items and results are stored, say) in ways
+        // this one would misread.
+        anyhow::bail!(
+            "the database's fixed tables are at version {at}, newer than this build knows ({}): \
+             a newer entiserve has run on it; run that version or a later one",
+            latest()
+        );
+    }
     for (version, sqlite, pg) in MIGRATIONS {
         if *version <= at {
             continue;
@@ -98,4 +107,34 @@ pub async fn run(storage: &dyn Storage) -> anyhow::Result<()> {
         tracing::info!(version, "applied migration");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::Value;
+
+    #[tokio::test]
+    async fn a_database_a_newer_build_migrated_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let s = crate::storage::connect(&url).await.unwrap();
+        assert!(
+            run(s.as_ref()).await.is_ok(),
+            "this build's own version is taken"
+        );
+        let sql = s.dialect().bind(
+            "INSERT INTO \"schema_versions\" (\"version\", \"applied_dt\") VALUES (?, 'later')",
+        );
+        let mut ex = crate::storage::AutoCommit(s.as_ref());
+        crate::storage::Exec::execute(&mut ex, &sql, &[Value::int(latest() + 1)])
+            .await
+            .unwrap();
+        drop(s);
+        let err = crate::storage::connect(&url).await.err().expect("refused");
+        assert!(
+            err.to_string().contains("newer than this build knows"),
+            "{err}"
+        );
+    }
 }
