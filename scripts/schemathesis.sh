@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Checks the server against its own OpenAPI document: the document must validate as OpenAPI
-# 3.1, and schemathesis (from PyPI) runs with all its checks for ST_SECONDS (default 120) with
-# HTTP Basic auth. Uses the debug build (`cargo build` first).
+# 3.1, and schemathesis (from PyPI, at a pinned version: a release that adds checks is taken up
+# on purpose, not by a CI run) runs with all its checks for ST_SECONDS (default 120) with HTTP
+# Basic auth. Uses the debug build (`cargo build` first).
 #
 # Every check runs but `positive_data_acceptance`, and `negative_data_rejection` on batches;
+# single DELETEs are sent without `dry_run` and `bgrs` so `use_after_free` applies to them;
 # scripts/schemathesis.toml says why. What must hold is checked: no server error, no response
 # that contradicts the document, no accepted invalid input, authentication enforced.
 #
@@ -16,9 +18,9 @@ SECONDS_BUDGET="${ST_SECONDS:-120}"
 SEED="${ST_SEED:-20261122}"
 PORT="${ST_PORT:-18390}"
 venv="target/schemathesis-venv"
-if [ ! -x "$venv/bin/schemathesis" ]; then
+if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "4\.32\.5"; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet "schemathesis>=4,<5" "openapi-spec-validator>=0.7"
+  "$venv/bin/pip" install --quiet "schemathesis==4.32.5" "openapi-spec-validator>=0.7"
 fi
 bin="target/debug/entiserve"
 [ -x "$bin" ] || cargo build --quiet
