@@ -602,6 +602,19 @@ async fn a_batchs_created_objects_are_what_reading_them_gives() {
         {"name": "defaults only"},
         {"name": "nulls", "description": null},
         {"name": "", "type": 9007199254740991i64, "description": "", "is_active": true},
+        // Same-shaped creates, inserted together, with columns whose rows all hold one value
+        // (bound once on PostgreSQL), a null among them, and a first column that repeats.
+        {"name": "between"},
+        {"name": "same a", "type": 3, "description": "shared", "is_active": false},
+        {"name": "same b", "type": 3, "description": "shared", "is_active": false},
+        {"name": "same c", "type": 3, "description": "shared", "is_active": false},
+        {"name": "between"},
+        {"name": "twin", "type": 4, "description": "d1", "is_active": true},
+        {"name": "twin", "type": 5, "description": "d2", "is_active": true},
+        {"name": "twin", "type": 6, "description": "d2", "is_active": true},
+        {"name": "between"},
+        {"name": "null a", "type": 7, "description": null},
+        {"name": "null b", "type": 8, "description": null},
     ]);
     let rid = submit(&app, Method::POST, "/v2.5/campaigns", calls.clone()).await;
     wait_finished(&app, &rid).await;
@@ -616,7 +629,7 @@ async fn a_batchs_created_objects_are_what_reading_them_gives() {
     .await;
     assert_eq!(s, 200, "{b}");
     let now = items(&b);
-    assert_eq!((background.len(), now.len()), (5, 5));
+    assert_eq!((background.len(), now.len()), (16, 16));
     for (status, created) in background.into_iter().chain(now) {
         assert_eq!(status, 200, "{created}");
         let id = created["id"].as_i64().expect("an id");

@@ -1,7 +1,7 @@
 //! SQL for entity rows, built from the compiled catalog with bound values only.
 
 use super::sql::Dialect;
-use super::{Exec, Result, Returned, Row, StorageError, Value};
+use super::{Column, Exec, Result, Returned, Row, StorageError, Value};
 use crate::schema::{ColType, Entity};
 
 fn column_list(d: Dialect, e: &Entity) -> String {
@@ -372,20 +372,45 @@ pub async fn insert_many(
     };
     let mut out = if arrays {
         // One array parameter per column: the statement's size does not grow with the rows,
-        // and the database plans it once.
-        let columns: Vec<Vec<&Value>> = (0..width)
-            .map(|c| args.iter().skip(c).step_by(width).copied().collect())
+        // and the database plans it once. A column whose rows all have the same value (a
+        // default, the time of the chunk) is bound once instead, so the database reads it
+        // once; the first column stays an array, which gives the rows their number.
+        let params: Vec<Column> = (0..width)
+            .map(|c| {
+                let mut column = args.iter().skip(c).step_by(width).copied();
+                let first = column.next().expect("rows > 0");
+                if c > 0 && column.clone().all(|v| v == first) {
+                    Column::Same(first)
+                } else {
+                    Column::Each(std::iter::once(first).chain(column).collect())
+                }
+            })
             .collect();
-        let arrays: Vec<String> = columns
+        let mut unnested = Vec::new();
+        let selected: Vec<String> = params
             .iter()
             .enumerate()
-            .map(|(i, c)| format!("{}::{}[]", d.ph(i + 1), array_type(c[0])))
+            .map(|(i, p)| match p {
+                Column::Same(v) => format!("{}::{}", d.ph(i + 1), array_type(v)),
+                Column::Each(c) => {
+                    unnested.push(format!("{}::{}[]", d.ph(i + 1), array_type(c[0])));
+                    format!("u.c{i}")
+                }
+            })
+            .collect();
+        let names: Vec<String> = params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p, Column::Each(_)))
+            .map(|(i, _)| format!("c{i}"))
             .collect();
         let insert = format!(
-            "INSERT INTO {} ({}) SELECT * FROM UNNEST({})",
+            "INSERT INTO {} ({}) SELECT {} FROM UNNEST({}) AS u({})",
             d.quote(&e.name),
             cols.join(", "),
-            arrays.join(", "),
+            selected.join(", "),
+            unnested.join(", "),
+            names.join(", "),
         );
         let gathered = types.iter().all(|t| *t != crate::schema::ColType::Decimal);
         if gathered {
@@ -404,11 +429,11 @@ pub async fn insert_many(
                 "WITH ins AS ({insert} RETURNING {returning}) SELECT {} FROM ins",
                 aggs.join(", ")
             );
-            ex.fetch_columns(&sql, &columns, &types, Returned::Gathered)
+            ex.fetch_columns(&sql, &params, &types, Returned::Gathered)
                 .await?
         } else {
             let sql = format!("{insert} RETURNING {returning}");
-            ex.fetch_columns(&sql, &columns, &types, Returned::Rows)
+            ex.fetch_columns(&sql, &params, &types, Returned::Rows)
                 .await?
         }
     } else if ex.numbers_inserts() {

@@ -17,6 +17,7 @@ pub mod idempotency;
 mod lanes;
 pub mod lock;
 mod migrate;
+mod nodelay;
 mod pg_conns;
 pub mod points;
 mod postgres;
@@ -179,6 +180,15 @@ impl StorageError {
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 
+/// A parameter of a query run by [`Exec::fetch_columns`].
+#[derive(Debug, Clone)]
+pub enum Column<'a> {
+    /// Every row's value of one column (all of one kind), bound as an array.
+    Each(Vec<&'a Value>),
+    /// The one value every row has in a column, bound once.
+    Same(&'a Value),
+}
+
 /// How a query run by [`Exec::fetch_columns`] returns its rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Returned {
@@ -201,13 +211,13 @@ pub trait Exec: Send {
     fn binds_arrays(&self) -> bool {
         false
     }
-    /// Runs a query whose parameters are arrays, parameter `i` holding every row's value of
-    /// `columns[i]` (all of one kind), and decodes the rows it returns, as `returned` says,
-    /// with `types`. Only where [`Exec::binds_arrays`].
+    /// Runs a query whose parameter `i` is `columns[i]`: an array of every row's value of a
+    /// column, or the one value they share, and decodes the rows it returns, as `returned`
+    /// says, with `types`. Only where [`Exec::binds_arrays`].
     async fn fetch_columns(
         &mut self,
         _sql: &str,
-        _columns: &[Vec<&Value>],
+        _columns: &[Column<'_>],
         _types: &[ColType],
         _returned: Returned,
     ) -> Result<Vec<Row>> {

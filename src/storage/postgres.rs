@@ -5,7 +5,7 @@
 //! ([`super::pg_conns`]).
 
 use super::pg_conns::{Conns, IDLE_CHECK};
-use super::{Exec, Result, Returned, Row, Storage, StorageError, Tx, Value, sql::Dialect};
+use super::{Column, Exec, Result, Returned, Row, Storage, StorageError, Tx, Value, sql::Dialect};
 use crate::schema::ColType;
 use async_trait::async_trait;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
@@ -31,8 +31,15 @@ const LIST_READERS: u32 = 4;
 impl PgStorage {
     pub async fn connect(url: &str) -> anyhow::Result<PgStorage> {
         let opts = PgConnectOptions::from_str(url)?;
+        let port = opts.get_port();
         let pool_of = |max: u32, min: u32| {
             PgPoolOptions::new()
+                .after_connect(move |_, _| {
+                    Box::pin(async move {
+                        super::nodelay::apply(port);
+                        Ok(())
+                    })
+                })
                 .max_connections(max)
                 .min_connections(min)
                 .acquire_timeout(Duration::from_secs(60))
@@ -218,13 +225,16 @@ impl Exec for PgTx {
     async fn fetch_columns(
         &mut self,
         sql: &str,
-        columns: &[Vec<&Value>],
+        columns: &[Column<'_>],
         types: &[ColType],
         returned: Returned,
     ) -> Result<Vec<Row>> {
         let mut q = sqlx::query(AssertSqlSafe(sql.to_string()));
         for c in columns {
-            q = bind_column(q, c)?;
+            q = match c {
+                Column::Each(values) => bind_column(q, values)?,
+                Column::Same(v) => bind(q, std::slice::from_ref(*v)),
+            };
         }
         match returned {
             Returned::Rows => {
