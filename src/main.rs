@@ -504,7 +504,19 @@ async fn shutdown_signal() {
 /// that the resident size follows the work in hand (an upload of any size stays within a few
 /// tens of megabytes). Either is left as mimalloc's own `MIMALLOC_ARENA_EAGER_COMMIT` or
 /// `MIMALLOC_PURGE_DELAY` sets it, for an operator who trades memory for speed.
+///
+/// On Linux the process also opts out of transparent huge pages (unless `MIMALLOC_ALLOW_THP`
+/// says otherwise): mimalloc asks for them on its arenas, and with 2 MiB pages a few scattered
+/// small objects keep whole huge pages resident, which cost a 1M-row upload about 20 MB of
+/// resident memory for no measurable speed.
 fn tune_allocator() {
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        // SAFETY: PR_SET_THP_DISABLE only sets a flag of this process; failure changes nothing.
+        unsafe {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        }
+    }
     const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
     const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
     // SAFETY: setting documented options; mimalloc reads them on each use.
