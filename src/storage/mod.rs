@@ -17,7 +17,6 @@ pub mod idempotency;
 mod lanes;
 pub mod lock;
 mod migrate;
-mod nodelay;
 mod pg_conns;
 pub mod points;
 mod postgres;

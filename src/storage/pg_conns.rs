@@ -53,13 +53,6 @@ impl Conns {
         }
     }
 
-    /// A new connection, with `TCP_NODELAY` (see [`super::nodelay`]).
-    async fn open(&self) -> Result<PgConnection, Error> {
-        let conn = PgConnection::connect_with(&self.opts).await?;
-        super::nodelay::apply(self.opts.get_port());
-        Ok(conn)
-    }
-
     /// A connection: an idle one, else a new one; waits while `max` are lent out.
     pub async fn acquire(&self) -> Result<Held<'_>, Error> {
         let permit = tokio::time::timeout(ACQUIRE_TIMEOUT, self.permits.acquire())
@@ -81,10 +74,10 @@ impl Conns {
                 };
                 match ready {
                     Ok(()) => i.conn,
-                    Err(_) => self.open().await?,
+                    Err(_) => PgConnection::connect_with(&self.opts).await?,
                 }
             }
-            None => self.open().await?,
+            None => PgConnection::connect_with(&self.opts).await?,
         };
         Ok(Held {
             conns: self,

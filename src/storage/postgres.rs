@@ -31,15 +31,8 @@ const LIST_READERS: u32 = 4;
 impl PgStorage {
     pub async fn connect(url: &str) -> anyhow::Result<PgStorage> {
         let opts = PgConnectOptions::from_str(url)?;
-        let port = opts.get_port();
         let pool_of = |max: u32, min: u32| {
             PgPoolOptions::new()
-                .after_connect(move |_, _| {
-                    Box::pin(async move {
-                        super::nodelay::apply(port);
-                        Ok(())
-                    })
-                })
                 .max_connections(max)
                 .min_connections(min)
                 .acquire_timeout(Duration::from_secs(60))
