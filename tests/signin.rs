@@ -519,35 +519,32 @@ async fn password_hashing_never_holds_up_other_writers() {
 async fn the_right_password_on_many_connections_at_once_is_never_throttled() {
     let app = spawn_app().await;
     app.create_user("many", "many-connections-pw").await;
-    let calls = (0..48).map(|_| {
-        app.as_user(
-            "many",
-            "many-connections-pw",
-            Method::GET,
-            "/v2.5/campaigns",
-        )
-        .send()
-    });
-    let statuses: Vec<u16> = futures::future::join_all(calls)
-        .await
-        .into_iter()
-        .map(|r| r.unwrap().status().as_u16())
-        .collect();
+    let statuses = signed_in_at_once(&app, "many", "many-connections-pw", 48).await;
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     // A wrong password is still throttled after the free failures.
-    let wrong = (0..12).map(|_| {
-        app.as_user("many", "not-the-password", Method::GET, "/v2.5/campaigns")
-            .send()
-    });
-    let statuses: Vec<u16> = futures::future::join_all(wrong)
-        .await
-        .into_iter()
-        .map(|r| r.unwrap().status().as_u16())
-        .collect();
+    let statuses = signed_in_at_once(&app, "many", "not-the-password", 12).await;
     assert!(statuses.contains(&429), "{statuses:?}");
     assert!(
         statuses.iter().all(|s| *s == 401 || *s == 429),
         "{statuses:?}"
     );
     app.stop().await;
+}
+
+/// The statuses of `n` requests sent at once, each signing in as `login` with `password`.
+async fn signed_in_at_once(
+    app: &common::TestApp,
+    login: &str,
+    password: &str,
+    n: usize,
+) -> Vec<u16> {
+    let calls = (0..n).map(|_| {
+        app.as_user(login, password, Method::GET, "/v2.5/campaigns")
+            .send()
+    });
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status().as_u16())
+        .collect()
 }

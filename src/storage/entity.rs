@@ -386,7 +386,8 @@ pub async fn insert_many(
                 }
             })
             .collect();
-        let mut unnested = Vec::new();
+        // What each column is selected as; the arrays unnested, with their names.
+        let (mut unnested, mut names) = (Vec::new(), Vec::new());
         let selected: Vec<String> = params
             .iter()
             .enumerate()
@@ -394,15 +395,10 @@ pub async fn insert_many(
                 Column::Same(v) => format!("{}::{}", d.ph(i + 1), array_type(v)),
                 Column::Each(c) => {
                     unnested.push(format!("{}::{}[]", d.ph(i + 1), array_type(c[0])));
+                    names.push(format!("c{i}"));
                     format!("u.c{i}")
                 }
             })
-            .collect();
-        let names: Vec<String> = params
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| matches!(p, Column::Each(_)))
-            .map(|(i, _)| format!("c{i}"))
             .collect();
         let insert = format!(
             "INSERT INTO {} ({}) SELECT {} FROM UNNEST({}) AS u({})",
