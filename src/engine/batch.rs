@@ -9,10 +9,12 @@ use super::changes::{ChunkLog, NO_REQUEST, Pending, Recorder};
 use super::prepare::{self, Prepared};
 use super::retry::Retry;
 use super::{Call, CallError, Caller, Engine, Op, Outcome, exec};
+use crate::schema::Entity;
 use crate::storage::lock::{self, Mode};
-use crate::storage::{Dialect, StorageError, Tx};
+use crate::storage::{Dialect, Row, StorageError, Tx};
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Most rows in one multi-row INSERT.
 const GROUP_ROWS: usize = 500;
@@ -99,6 +101,98 @@ pub enum Guard {
 /// A chunk's calls, checked and ready to run: what [`Engine::prepare_chunk`] made of them.
 pub type PreparedChunk = Vec<Result<Prepared, CallError>>;
 
+/// What the creates of a group insert have for outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objects {
+    /// Their ids alone (see [`super::outcome_id`]).
+    Ids,
+    /// Their whole objects.
+    Whole,
+    /// Their whole objects, made (or written out as text straight from their rows) once the
+    /// transaction is over (see [`Ran`]), so that the transaction does not wait for them.
+    WholeLater,
+}
+
+impl Objects {
+    fn of(full: bool) -> Objects {
+        if full { Objects::Whole } else { Objects::Ids }
+    }
+}
+
+/// The outcomes of a chunk that ran; the objects of its group inserts may still be rows.
+pub struct Ran {
+    outcomes: Vec<Outcome>,
+    later: Vec<Later>,
+}
+
+/// A call's result in a [`Ran`].
+pub enum Shown<'a> {
+    Outcome(&'a Outcome),
+    /// A created object, as the row it is made of.
+    Created(&'a Entity, &'a Row),
+}
+
+impl Shown<'_> {
+    /// The status and the JSON text of the body of the result.
+    pub fn text(&self) -> (u16, String) {
+        match self {
+            Shown::Outcome(o) => super::outcome_text(o),
+            Shown::Created(e, row) => (
+                200,
+                serde_json::to_string(&super::render::RowObject(e, row))
+                    .expect("an object of stored values is JSON"),
+            ),
+        }
+    }
+}
+
+/// Rows a group insert returned whose objects are made later: those of the calls `members`.
+struct Later {
+    entity: Arc<Entity>,
+    members: Vec<usize>,
+    rows: Vec<Row>,
+}
+
+impl Ran {
+    /// The outcome of every call, each object made.
+    pub fn finish(self) -> Vec<Outcome> {
+        let mut outcomes = self.outcomes;
+        for l in self.later {
+            for (k, row) in l.members.into_iter().zip(&l.rows) {
+                outcomes[k] = Ok(exec::group_object(&l.entity, row, true));
+            }
+        }
+        outcomes
+    }
+
+    /// Each call's result, in order: the rows of created objects not made yet are given as
+    /// they are, to be written out without building the objects (see
+    /// [`super::render::RowObject`]).
+    pub fn results(&self) -> Vec<Shown<'_>> {
+        let mut shown: Vec<Shown<'_>> = self.outcomes.iter().map(Shown::Outcome).collect();
+        for l in &self.later {
+            for (&k, row) in l.members.iter().zip(&l.rows) {
+                shown[k] = Shown::Created(&l.entity, row);
+            }
+        }
+        shown
+    }
+
+    /// What the chunk applied, once it committed. The objects not made yet are those of
+    /// creates, which it does not need.
+    pub fn applied(&self, prepared: &[Result<Prepared, CallError>]) -> Applied {
+        Applied::of(prepared, &self.outcomes)
+    }
+
+    /// Every call failed with `err`.
+    fn failed(err: CallError, n: usize) -> Ran {
+        Ran {
+            outcomes: std::iter::repeat_n(Err(err), n).collect(),
+            later: Vec::new(),
+        }
+    }
+}
+
 impl Engine {
     /// Checks every call of a chunk, hashing secrets, before any transaction begins. The
     /// result can run (and, after contention, run again) with [`Engine::execute_chunk`].
@@ -135,10 +229,13 @@ impl Engine {
         full: bool,
         rec: Option<&Recorder>,
     ) -> Result<Vec<Outcome>, StorageError> {
+        let objects = Objects::of(full);
         let run = self
-            .run_chunk(tx, caller, prepared, full, rec, None, Guard::Savepoints)
+            .run_chunk(tx, caller, prepared, objects, rec, None, Guard::Savepoints)
             .await?;
-        Ok(run.expect("a chunk run in savepoints has an outcome per call"))
+        Ok(run
+            .expect("a chunk run in savepoints has an outcome per call")
+            .finish())
     }
 
     /// Runs a chunk in a transaction of its own, begun here, and returns the transaction
@@ -157,9 +254,26 @@ impl Engine {
         prepared: &[Result<Prepared, CallError>],
         full: bool,
         rec: Option<&Recorder>,
-        mut pending: Option<&mut Pending>,
+        pending: Option<&mut Pending>,
         guard: &mut Guard,
     ) -> Result<(Box<dyn Tx>, Vec<Outcome>), StorageError> {
+        let objects = Objects::of(full);
+        let (tx, ran) = self
+            .begin_run(caller, prepared, objects, rec, pending, guard)
+            .await?;
+        Ok((tx, ran.finish()))
+    }
+
+    /// [`Engine::begin_chunk`] with the choice of when the created objects are made.
+    pub async fn begin_run(
+        &self,
+        caller: &Caller,
+        prepared: &[Result<Prepared, CallError>],
+        objects: Objects,
+        rec: Option<&Recorder>,
+        mut pending: Option<&mut Pending>,
+        guard: &mut Guard,
+    ) -> Result<(Box<dyn Tx>, Ran), StorageError> {
         let mark = pending.as_ref().map_or(0, |p| p.len());
         loop {
             let mut tx = self.storage.begin().await?;
@@ -168,14 +282,14 @@ impl Engine {
                     tx.as_mut(),
                     caller,
                     prepared,
-                    full,
+                    objects,
                     rec,
                     pending.as_deref_mut(),
                     *guard,
                 )
                 .await
             {
-                Ok(Some(outcomes)) => return Ok((tx, outcomes)),
+                Ok(Some(ran)) => return Ok((tx, ran)),
                 Ok(None) => {
                     tx.rollback().await?;
                     if let Some(p) = pending.as_deref_mut() {
@@ -205,13 +319,15 @@ impl Engine {
         pending: Option<&mut Pending>,
     ) -> Result<Option<Vec<Outcome>>, StorageError> {
         let guard = Guard::Optimistic;
-        self.run_chunk(tx, caller, prepared, false, rec, pending, guard)
-            .await
+        let ran = self
+            .run_chunk(tx, caller, prepared, Objects::Ids, rec, pending, guard)
+            .await?;
+        Ok(ran.map(Ran::finish))
     }
 
-    /// [`Engine::execute_chunk`] with the choice of `guard`. `None` only with
-    /// [`Guard::Optimistic`] on PostgreSQL, when a statement broke a constraint: the
-    /// transaction is then aborted and must be rolled back.
+    /// [`Engine::execute_chunk`] with the choice of `guard` and of when the created objects
+    /// are made. `None` only with [`Guard::Optimistic`] on PostgreSQL, when a statement broke
+    /// a constraint: the transaction is then aborted and must be rolled back.
     #[expect(
         clippy::too_many_arguments,
         reason = "the parts of one chunk's run, named"
@@ -221,11 +337,11 @@ impl Engine {
         tx: &mut dyn Tx,
         caller: &Caller,
         prepared: &[Result<Prepared, CallError>],
-        full: bool,
+        objects: Objects,
         rec: Option<&Recorder>,
         pending: Option<&mut Pending>,
         guard: Guard,
-    ) -> Result<Option<Vec<Outcome>>, StorageError> {
+    ) -> Result<Option<Ran>, StorageError> {
         let d = self.storage.dialect();
         let postgres = d == Dialect::Postgres;
         // Savepoints are needed only where a failed statement aborts the transaction.
@@ -241,6 +357,8 @@ impl Engine {
         let stamp = log.as_ref().map_or(NO_REQUEST, ChunkLog::stamp);
         let n = prepared.len();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
+        let mut later = Vec::new();
+        let full = objects != Objects::Ids;
         let mut i = 0;
         while i < n {
             let p = match &prepared[i] {
@@ -279,8 +397,19 @@ impl Engine {
                         if let Some(log) = &mut log {
                             log.created(&p.entity, ins.ids);
                         }
-                        for (&k, o) in members.iter().zip(ins.objects) {
-                            outcomes[k] = Some(Ok(o));
+                        if objects == Objects::WholeLater {
+                            for &k in &members {
+                                outcomes[k] = Some(Ok(Json::Null));
+                            }
+                            later.push(Later {
+                                entity: p.entity.clone(),
+                                members,
+                                rows: ins.rows,
+                            });
+                        } else {
+                            for (&k, row) in members.iter().zip(&ins.rows) {
+                                outcomes[k] = Some(Ok(exec::group_object(&p.entity, row, full)));
+                            }
                         }
                         i = j;
                         continue;
@@ -316,12 +445,13 @@ impl Engine {
         if let Some(log) = log {
             log.write(tx, d, pending).await?;
         }
-        Ok(Some(
-            outcomes
+        Ok(Some(Ran {
+            outcomes: outcomes
                 .into_iter()
                 .map(|o| o.unwrap_or(Err(CallError::Internal)))
                 .collect(),
-        ))
+            later,
+        }))
     }
 
     /// After a chunk committed: tells listeners about the users it changed.
@@ -341,28 +471,35 @@ impl Engine {
     }
 
     /// Runs prepared calls in a transaction of their own and commits; after contention the
-    /// whole chunk runs again in a new transaction (the calls are not prepared again).
-    pub async fn commit_chunk(
+    /// whole chunk runs again in a new transaction (the calls are not prepared again). The
+    /// created objects are made after the commit, by [`Ran::finish`].
+    async fn commit_chunk(
         &self,
         caller: &Caller,
         prepared: &[Result<Prepared, CallError>],
-        full: bool,
-    ) -> Result<Vec<Outcome>, StorageError> {
+    ) -> Result<Ran, StorageError> {
         let mut retry = Retry::new("batch chunk");
         let mut guard = Guard::Optimistic;
         loop {
             let result = async {
-                let (tx, o) = self
-                    .begin_chunk(caller, prepared, full, None, None, &mut guard)
+                let (tx, ran) = self
+                    .begin_run(
+                        caller,
+                        prepared,
+                        Objects::WholeLater,
+                        None,
+                        None,
+                        &mut guard,
+                    )
                     .await?;
                 tx.commit().await?;
-                Ok(o)
+                Ok(ran)
             }
             .await;
             match result {
-                Ok(o) => {
-                    self.after_chunk(prepared, &o);
-                    return Ok(o);
+                Ok(ran) => {
+                    self.announce(ran.applied(prepared));
+                    return Ok(ran);
                 }
                 Err(e) if retry.again(&e).await => continue,
                 Err(e) => return Err(e),
@@ -372,7 +509,7 @@ impl Engine {
 
     /// Runs a whole batch synchronously, in chunks of `chunk` calls per transaction. The calls
     /// are made and prepared one chunk ahead, on a thread of their own (see [`super::ahead`]),
-    /// and each chunk's outcomes are handed to `render` on another as soon as the chunk has
+    /// and each chunk's results are handed to `render` on another as soon as the chunk has
     /// committed, while the next one runs: what `render` made of each chunk, in order.
     pub async fn run_batch<I, R, T>(
         &self,
@@ -383,22 +520,19 @@ impl Engine {
     ) -> Vec<T>
     where
         I: Iterator<Item = Result<Call, CallError>> + Send + 'static,
-        R: Fn(Vec<Outcome>) -> T + Clone + Send + 'static,
+        R: Fn(Ran) -> T + Clone + Send + 'static,
         T: Send + 'static,
     {
         let mut parts = Vec::new();
         let mut ahead = super::ahead::Ahead::spawn(self.clone(), caller.clone(), calls, chunk);
         while let Some(prepared) = ahead.next().await {
-            let outcomes = match self.commit_chunk(caller, &prepared, true).await {
-                Ok(o) => o,
-                Err(e) => {
-                    let err = super::internal(e);
-                    std::iter::repeat_n(Err(err), prepared.len()).collect()
-                }
+            let ran = match self.commit_chunk(caller, &prepared).await {
+                Ok(ran) => ran,
+                Err(e) => Ran::failed(super::internal(e), prepared.len()),
             };
             ahead.recycle(prepared);
             let render = render.clone();
-            parts.push(tokio::task::spawn_blocking(move || render(outcomes)));
+            parts.push(tokio::task::spawn_blocking(move || render(ran)));
         }
         let mut out = Vec::with_capacity(parts.len());
         for part in parts {

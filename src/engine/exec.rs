@@ -6,7 +6,7 @@ use super::prepare::Prepared;
 use super::{CallError, Caller, Engine, Op, Outcome, render};
 use crate::schema::{Entity, FieldType};
 use crate::storage::entity::{self, Target};
-use crate::storage::{Exec, PoolExec, StorageError, Value};
+use crate::storage::{Exec, PoolExec, Row, StorageError, Value};
 
 /// Runs one prepared call on `ex`. With `isolate`, the call runs inside a savepoint so that its
 /// failure leaves the rest of the transaction usable (needed on PostgreSQL, where a failed
@@ -238,14 +238,25 @@ pub fn same_shape(a: &Prepared, b: &Prepared) -> bool {
         && a.values.iter().zip(&b.values).all(|(x, y)| x.0 == y.0)
 }
 
-/// The rows a group insert created: their ids, in insertion order, and their objects.
+/// The rows a group insert created, in insertion order: whole with `full`, else their ids
+/// alone (see [`group_object`]).
 pub struct Inserted {
     pub ids: Vec<i64>,
-    pub objects: Vec<serde_json::Value>,
+    pub rows: Vec<Row>,
 }
 
-/// Inserts a group of same-shape creates with one multi-row statement; each row's outcome is
-/// its object, or without `full` its id alone. `None` when a row
+/// The outcome object of a row that a group insert returned: the whole object with `full`,
+/// else its id alone (see [`super::outcome_id`]).
+pub fn group_object(e: &Entity, row: &Row, full: bool) -> serde_json::Value {
+    if full {
+        render::object(e, row)
+    } else {
+        row.first().map_or(serde_json::Value::Null, Value::to_json)
+    }
+}
+
+/// Inserts a group of same-shape creates with one multi-row statement; the rows come back
+/// whole with `full`, else as their ids alone. `None` when a row
 /// broke a constraint: the statement then changed nothing, and the caller runs the rows one
 /// by one to tell which.
 pub async fn insert_group(
@@ -272,18 +283,7 @@ pub async fn insert_group(
                 ex.execute("RELEASE SAVEPOINT grp", &[]).await?;
             }
             let ids = out.iter().filter_map(|r| r.first()?.as_i64()).collect();
-            let objects = out
-                .iter()
-                .map(|r| {
-                    if full {
-                        render::object(e, r)
-                    } else {
-                        // The id alone: see [`super::outcome_id`].
-                        r.first().map_or(serde_json::Value::Null, Value::to_json)
-                    }
-                })
-                .collect();
-            Ok(Some(Inserted { ids, objects }))
+            Ok(Some(Inserted { ids, rows: out }))
         }
         Err(
             StorageError::Unique { .. } | StorageError::ForeignKey | StorageError::NotNull { .. },

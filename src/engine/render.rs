@@ -2,26 +2,58 @@
 //! cells of their CSV form, formulas neutralised.
 
 use crate::schema::Entity;
-use crate::storage::Row;
+use crate::storage::{Row, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value as Json};
 
 /// The JSON object of a row read with the entity's full column list.
 pub fn object(e: &Entity, row: &Row) -> Json {
     let mut m = Map::with_capacity(row.len());
-    let mut vals = row.iter();
-    if let Some(id) = vals.next() {
-        m.insert("id".into(), id.to_json());
-    }
-    for f in &e.fields {
-        let v = vals.next();
-        if !f.secret {
-            m.insert(f.name.clone(), v.map_or(Json::Null, |v| v.to_json()));
-        }
-    }
-    for name in ["created_dt", "updated_dt"] {
-        m.insert(name.into(), vals.next().map_or(Json::Null, |v| v.to_json()));
+    for (name, v) in entries(e, row) {
+        m.insert(name.to_string(), v.map_or(Json::Null, Value::to_json));
     }
     Json::Object(m)
+}
+
+/// The same object as [`object`], written straight from the row when serialized: no tree of
+/// values is built for it.
+pub struct RowObject<'a>(pub &'a Entity, pub &'a Row);
+
+impl Serialize for RowObject<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (name, v) in entries(self.0, self.1) {
+            m.serialize_entry(name, &Cell(v))?;
+        }
+        m.end()
+    }
+}
+
+/// A stored value as [`Value::to_json`] gives it; a missing one is null.
+struct Cell<'a>(Option<&'a Value>);
+
+impl Serialize for Cell<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(Value::Int(Some(i))) => s.serialize_i64(*i),
+            Some(Value::Bool(Some(b))) => s.serialize_bool(*b),
+            Some(Value::Text(Some(t))) => s.serialize_str(t),
+            Some(v @ (Value::Float(Some(_)) | Value::Decimal(Some(_)))) => v.to_json().serialize(s),
+            _ => s.serialize_unit(),
+        }
+    }
+}
+
+/// The members of a row's object, in order: `id`, the fields but secrets, the two times; a
+/// value the row lacks is `None`.
+fn entries<'a>(e: &'a Entity, row: &'a Row) -> impl Iterator<Item = (&'a str, Option<&'a Value>)> {
+    let n = e.fields.len();
+    let id = row.first().map(|v| ("id", Some(v)));
+    let fields = e.fields.iter().enumerate().filter(|(_, f)| !f.secret);
+    let times = ["created_dt", "updated_dt"].into_iter().enumerate();
+    id.into_iter()
+        .chain(fields.map(move |(i, f)| (f.name.as_str(), row.get(1 + i))))
+        .chain(times.map(move |(k, name)| (name, row.get(1 + n + k))))
 }
 
 /// Header of the CSV form of an entity's objects.
@@ -76,4 +108,41 @@ pub fn project(obj: Json, cols: &[String]) -> Json {
             .filter_map(|c| m.remove(c).map(|v| (c.clone(), v)))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::compile_sources;
+
+    #[test]
+    fn a_row_object_is_written_as_its_object_would_be() {
+        let text = "fields:\n  n: { type: integer }\n  p: { type: decimal }\n  b: { type: boolean }\n  s: { type: string }\n  pw: { type: string, secret: true }\n  note: { type: text }\n";
+        let catalog = compile_sources(
+            &[(std::path::PathBuf::from("things.yaml"), text.into())],
+            &[],
+        )
+        .unwrap();
+        let e = catalog.get("things").unwrap();
+        let decimal = crate::decimal::parse("12.50").unwrap();
+        let full: Row = vec![
+            Value::Int(Some(7)),
+            Value::Int(Some(-3)),
+            Value::Decimal(Some(decimal)),
+            Value::Bool(Some(false)),
+            Value::Text(Some("a \"quoted\" \\ name\n\t\u{1}é😀".into())),
+            Value::Text(Some("hidden".into())),
+            Value::Text(None),
+            Value::Text(Some("2026-11-26 10:00:00".into())),
+            Value::Text(Some("2026-11-26 10:00:01".into())),
+        ];
+        let floats: Row = vec![Value::Int(Some(1)), Value::Float(Some(0.1))];
+        for row in [full, floats, vec![Value::Int(Some(2))], Vec::new()] {
+            let written = serde_json::to_string(&RowObject(e, &row)).unwrap();
+            assert_eq!(written, object(e, &row).to_string());
+        }
+        let written = serde_json::to_string(&RowObject(e, &vec![Value::Int(Some(9))])).unwrap();
+        assert!(!written.contains("pw"), "{written}");
+        assert!(written.starts_with("{\"id\":9,\"n\":null,"), "{written}");
+    }
 }

@@ -3,7 +3,8 @@
 
 use super::error::{ApiError, Result};
 use super::{AppState, json_response};
-use crate::engine::batch::item_call;
+use crate::engine::batch::{Ran, Shown, item_call};
+use crate::engine::render::RowObject;
 use crate::engine::whole::Mode;
 use crate::engine::{Call, CallError, Caller, Op, Outcome};
 use crate::jobs::queue::{ItemTexts, NewRequest, Reply};
@@ -88,19 +89,44 @@ fn result_items(outcomes: &[Outcome]) -> Vec<u8> {
     out
 }
 
-/// The JSON array of the result items in `parts`, in order.
-fn joined(parts: Vec<Vec<u8>>) -> String {
-    let len = parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2;
-    let mut out = Vec::with_capacity(len);
-    out.push(b'[');
-    for p in parts.iter().filter(|p| !p.is_empty()) {
-        if out.len() > 1 {
+/// The result items of a chunk that ran, comma-separated; created objects are written
+/// straight from their rows.
+fn ran_items(ran: &Ran) -> Vec<u8> {
+    let results = ran.results();
+    // About the length of an item holding a small object, escaped.
+    let mut out = Vec::with_capacity(results.len() * 256);
+    for (i, r) in results.into_iter().enumerate() {
+        if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(p);
+        match r {
+            Shown::Outcome(Ok(obj)) => push_value_item(&mut out, 200, obj),
+            Shown::Outcome(Err(e)) => push_value_item(&mut out, e.status(), &e.body()),
+            Shown::Created(e, row) => push_value_item(&mut out, 200, &RowObject(e, row)),
+        }
     }
-    out.push(b']');
-    String::from_utf8(out).expect("JSON text is UTF-8")
+    out
+}
+
+/// The JSON array of the result items in `parts`, in order.
+fn joined(parts: Vec<Vec<u8>>) -> String {
+    String::from_utf8(pieces(parts).concat()).expect("JSON text is UTF-8")
+}
+
+/// The JSON array of the result items in `parts`, as pieces that follow each other: the parts
+/// themselves with the brackets and commas between them, so that the array is sent as it is
+/// without copying it into one buffer first.
+fn pieces(parts: Vec<Vec<u8>>) -> Vec<bytes::Bytes> {
+    let mut out = Vec::with_capacity(parts.len() * 2 + 1);
+    out.push(bytes::Bytes::from_static(b"["));
+    for p in parts.into_iter().filter(|p| !p.is_empty()) {
+        if out.len() > 1 {
+            out.push(bytes::Bytes::from_static(b","));
+        }
+        out.push(bytes::Bytes::from(p));
+    }
+    out.push(bytes::Bytes::from_static(b"]"));
+    out
 }
 
 /// Appends one `{"status": s, "body": "<json text>"}` item.
@@ -113,32 +139,44 @@ pub fn push_item(out: &mut String, status: i64, body_text: &str) {
 }
 
 /// [`push_item`] of the text of `body`, written as the escaped string at once.
-fn push_value_item(out: &mut Vec<u8>, status: u16, body: &Json) {
+fn push_value_item(out: &mut Vec<u8>, status: u16, body: &impl serde::Serialize) {
     use std::io::Write;
     let _ = write!(out, "{{\"status\":{status},\"body\":\"");
-    let _ = serde_json::to_writer(Escaped(out), body);
+    let _ = body.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut *out, Escaped,
+    ));
     out.extend_from_slice(b"\"}");
 }
 
-/// Writes JSON text as the inside of a JSON string. JSON text holds no control characters
-/// (its strings escape them), so only quotes and backslashes need escaping.
-struct Escaped<'a>(&'a mut Vec<u8>);
+/// Writes JSON text as the inside of a JSON string, as it is produced: the quotes around
+/// strings and the backslashes of their escapes are the only characters of JSON text that a
+/// JSON string must escape (its strings escape every control character), so every other
+/// part (numbers, punctuation, the plain runs of strings) is written as it is, unscanned.
+struct Escaped;
 
-impl std::io::Write for Escaped<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut from = 0;
-        for (i, b) in buf.iter().enumerate() {
-            if matches!(b, b'"' | b'\\') {
-                self.0.extend_from_slice(&buf[from..i]);
-                self.0.push(b'\\');
-                from = i;
-            }
-        }
-        self.0.extend_from_slice(&buf[from..]);
-        Ok(buf.len())
+impl serde_json::ser::Formatter for Escaped {
+    fn begin_string<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b"\\\"")
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
+    fn end_string<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b"\\\"")
+    }
+
+    fn write_char_escape<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: serde_json::ser::CharEscape,
+    ) -> std::io::Result<()> {
+        // The escape as JSON text has it, its backslash (and quote) escaped once more.
+        let mut plain = Vec::with_capacity(6);
+        serde_json::ser::CompactFormatter.write_char_escape(&mut plain, escape)?;
+        for b in plain {
+            if matches!(b, b'"' | b'\\') {
+                w.write_all(b"\\")?;
+            }
+            w.write_all(&[b])?;
+        }
         Ok(())
     }
 }
@@ -206,7 +244,7 @@ pub async fn run(
             return Ok(reply_response(reply));
         }
     }
-    let body = if mode.whole() {
+    let parts = if mode.whole() {
         let calls: Vec<Result<Call, CallError>> = (0..items.len())
             .map(|i| item_call(entity, op, parse_item(items.get(i))))
             .collect();
@@ -215,28 +253,70 @@ pub async fn run(
             .engine
             .run_whole(caller, calls, SYNC_CHUNK, mode)
             .await;
-        results_json(&outcomes)
+        vec![result_items(&outcomes)]
     } else {
         // The items are parsed into calls one chunk ahead of the writer, on its own thread,
         // and each chunk's results are written out while the next chunk runs.
         let entity = entity.to_string();
         let calls = (0..items.len()).map(move |i| item_call(&entity, op, parse_item(items.get(i))));
-        let parts = state
+        state
             .engine
-            .run_batch(caller, calls, SYNC_CHUNK, |o: Vec<Outcome>| {
-                result_items(&o)
-            })
-            .await;
-        joined(parts)
+            .run_batch(caller, calls, SYNC_CHUNK, |ran: Ran| ran_items(&ran))
+            .await
     };
     if let Some(k) = &key {
+        let body = joined(parts);
         let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
         jobs.remember_reply(&mut pool, caller.id, k, 200, &body, "application/json")
             .await?;
+        return Ok(Response::builder()
+            .content_type("application/json")
+            .body(body));
     }
     Ok(Response::builder()
         .content_type("application/json")
-        .body(body))
+        .body(Pieces::body(pieces(parts))))
+}
+
+/// A body sent as the pieces it is made of, its length known from the start.
+struct Pieces {
+    rest: std::collections::VecDeque<bytes::Bytes>,
+    left: u64,
+}
+
+impl Pieces {
+    fn body(pieces: Vec<bytes::Bytes>) -> poem::Body {
+        let left = pieces.iter().map(|p| p.len() as u64).sum();
+        let pieces = Pieces {
+            rest: pieces.into(),
+            left,
+        };
+        poem::Body::from(http_body_util::combinators::BoxBody::new(pieces))
+    }
+}
+
+impl http_body::Body for Pieces {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::io::Result<http_body::Frame<bytes::Bytes>>>> {
+        let next = self.rest.pop_front();
+        if let Some(p) = &next {
+            self.left -= p.len() as u64;
+        }
+        std::task::Poll::Ready(next.map(|p| Ok(http_body::Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
 }
 
 /// Queues one call as a background request named after its method and path.

@@ -7,11 +7,11 @@ use super::kinds::{JobKind, KindId};
 use super::queue::add_detail;
 use super::record::Request;
 use super::{Advance, ChunkEnd, Jobs};
-use crate::engine::batch::{Guard, item_call};
+use crate::engine::batch::{Applied, Guard, Objects, item_call};
 use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
 use crate::engine::whole::{Mode, settle};
-use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_text};
+use crate::engine::{Call, CallError, Caller, Op, outcome_text};
 use crate::schema::Role;
 use crate::storage::StorageError;
 use crate::storage::request_log::{self, ResultRow};
@@ -150,8 +150,8 @@ impl JobKind for Items {
                     Err(e) => return Err(e),
                 }
             };
-            let outcomes = match outcomes {
-                ChunkEnd::Committed(outcomes) => outcomes,
+            let applied = match outcomes {
+                ChunkEnd::Committed(applied) => applied,
                 ChunkEnd::LeaseLost => {
                     tracing::warn!(
                         rid,
@@ -161,7 +161,7 @@ impl JobKind for Items {
                 }
                 ChunkEnd::Cancelled => return jobs.cancel_items(&req, done).await,
             };
-            jobs.engine.after_chunk(&prepared, &outcomes);
+            jobs.engine.announce(applied);
             done = first + n;
         }
         drop(ahead);
@@ -335,18 +335,27 @@ async fn try_chunk(
     prepared: &[Result<Prepared, CallError>],
     first: i64,
     guard: &mut Guard,
-) -> Result<ChunkEnd<Vec<Outcome>>, StorageError> {
+) -> Result<ChunkEnd<Applied>, StorageError> {
     let d = jobs.storage.dialect();
     let rid = req.rid.as_str();
-    let (mut tx, outcomes) = jobs
+    // Created objects are written as text straight from their rows.
+    let (mut tx, ran) = jobs
         .engine
-        .begin_chunk(who, prepared, true, Some(&req.recorder()), None, guard)
+        .begin_run(
+            who,
+            prepared,
+            Objects::WholeLater,
+            Some(&req.recorder()),
+            None,
+            guard,
+        )
         .await?;
-    let results = outcomes
+    let results = ran
+        .results()
         .iter()
         .enumerate()
-        .map(|(i, o)| {
-            let (status, body) = outcome_text(o);
+        .map(|(i, r)| {
+            let (status, body) = r.text();
             ResultRow {
                 seq: first + i as i64,
                 status: i64::from(status),
@@ -354,7 +363,7 @@ async fn try_chunk(
             }
         })
         .collect();
-    let done = first + outcomes.len() as i64;
+    let done = first + prepared.len() as i64;
     let recorded = async {
         request_log::insert_results(tx.as_mut(), d, rid, results).await?;
         let advance = jobs
@@ -375,7 +384,7 @@ async fn try_chunk(
     match recorded {
         Ok(Advance::Recorded) => {
             tx.commit().await?;
-            Ok(ChunkEnd::Committed(outcomes))
+            Ok(ChunkEnd::Committed(ran.applied(prepared)))
         }
         Ok(Advance::Cancelled) => {
             tx.rollback().await?;
