@@ -76,23 +76,17 @@ pub fn results_json(outcomes: &[Outcome]) -> String {
 
 /// The result items of `outcomes`, comma-separated: a part of the results' JSON array.
 fn result_items(outcomes: &[Outcome]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(outcomes.len() * 160);
-    for (i, o) in outcomes.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        match o {
-            Ok(obj) => push_value_item(&mut out, 200, obj),
-            Err(e) => push_value_item(&mut out, e.status(), &e.body()),
-        }
-    }
-    out
+    items_text(outcomes.iter().map(Shown::Outcome).collect())
 }
 
 /// The result items of a chunk that ran, comma-separated; created objects are written
 /// straight from their rows.
 fn ran_items(ran: &Ran) -> Vec<u8> {
-    let results = ran.results();
+    items_text(ran.results())
+}
+
+/// The result items of `results`, comma-separated.
+fn items_text(results: Vec<Shown<'_>>) -> Vec<u8> {
     // About the length of an item holding a small object, escaped.
     let mut out = Vec::with_capacity(results.len() * 256);
     for (i, r) in results.into_iter().enumerate() {
@@ -285,13 +279,18 @@ struct Pieces {
 }
 
 impl Pieces {
-    fn body(pieces: Vec<bytes::Bytes>) -> poem::Body {
+    fn new(pieces: Vec<bytes::Bytes>) -> Pieces {
         let left = pieces.iter().map(|p| p.len() as u64).sum();
-        let pieces = Pieces {
+        Pieces {
             rest: pieces.into(),
             left,
-        };
-        poem::Body::from(http_body_util::combinators::BoxBody::new(pieces))
+        }
+    }
+
+    fn body(pieces: Vec<bytes::Bytes>) -> poem::Body {
+        poem::Body::from(http_body_util::combinators::BoxBody::new(Pieces::new(
+            pieces,
+        )))
     }
 }
 
@@ -378,6 +377,20 @@ mod tests {
         let outcomes: Vec<Outcome> = (0..5).map(|i| Ok(json!({"id": i}))).collect();
         let parts = outcomes.chunks(2).map(result_items).collect();
         assert_eq!(joined(parts), results_json(&outcomes));
+    }
+
+    #[tokio::test]
+    async fn a_results_body_is_its_pieces_with_their_length_told_first() {
+        use http_body_util::BodyExt;
+        let parts = || vec![b"1,2".to_vec(), Vec::new(), b"3".to_vec()];
+        let body = Pieces::new(pieces(parts()));
+        assert_eq!(http_body::Body::size_hint(&body).exact(), Some(7));
+        let sent = body.collect().await.unwrap().to_bytes();
+        assert_eq!(sent, joined(parts()).as_bytes());
+        assert_eq!(sent, "[1,2,3]".as_bytes());
+        let empty = Pieces::new(pieces(Vec::new()));
+        assert_eq!(http_body::Body::size_hint(&empty).exact(), Some(2));
+        assert_eq!(empty.collect().await.unwrap().to_bytes(), "[]".as_bytes());
     }
 
     #[test]
