@@ -8,11 +8,13 @@
 #
 #   benches/batch.sh                                                   # SQLite
 #   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/batch.sh   # and PostgreSQL
+#   PG_ONLY=1 PG_URL=... benches/batch.sh                              # PostgreSQL alone
 #   BIN=/path/to/other/entiserve benches/batch.sh                      # another binary
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(--sync-runs "${SYNC_RUNS:-11}" --bg-runs "${BG_RUNS:-5}")
 [ -n "${PG_URL:-}" ] && args+=(--database-url "$PG_URL") || args+=(--backend sqlite)
+[ -n "${PG_ONLY:-}" ] && args+=(--backend postgres --no-baseline)
 if [ -n "${BIN:-}" ]; then
   cargo build --release --quiet --example bench_batch
   args+=(--no-build --server-bin "$BIN")
