@@ -143,14 +143,14 @@ impl JobKind for Items {
             let mut retry = Retry::new("background chunk");
             // No savepoints unless an item of this chunk fails (see `Engine::begin_chunk`).
             let mut guard = Guard::Optimistic;
-            let outcomes = loop {
+            let end = loop {
                 match try_chunk(jobs, &req, who, &prepared, first, &mut guard).await {
-                    Ok(o) => break o,
+                    Ok(end) => break end,
                     Err(e) if retry.again(&e).await => continue,
                     Err(e) => return Err(e),
                 }
             };
-            let applied = match outcomes {
+            let applied = match end {
                 ChunkEnd::Committed(applied) => applied,
                 ChunkEnd::LeaseLost => {
                     tracing::warn!(
@@ -327,7 +327,8 @@ impl Items {
 /// One attempt at a chunk of a batch: its calls, their results, the progress and a
 /// details line commit together under the lease, so the chunk applies exactly once.
 /// Rolled back when the lease is gone, when a cancel was asked for (read by the progress
-/// update, in the same transaction), or with an `Err` when the database failed.
+/// update, in the same transaction), or with an `Err` when the database failed. Once
+/// committed: what the chunk applied, to announce.
 async fn try_chunk(
     jobs: &Jobs,
     req: &Request,
