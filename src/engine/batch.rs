@@ -159,7 +159,7 @@ impl Ran {
         let mut outcomes = self.outcomes;
         for l in self.later {
             for (k, row) in l.members.into_iter().zip(&l.rows) {
-                outcomes[k] = Ok(exec::group_object(&l.entity, row, true));
+                outcomes[k] = Ok(super::render::object(&l.entity, row));
             }
         }
         outcomes
@@ -239,7 +239,8 @@ impl Engine {
     }
 
     /// Runs a chunk in a transaction of its own, begun here, and returns the transaction
-    /// (still open, for the caller's own writes and its commit) with one outcome per call.
+    /// (still open, for the caller's own writes and its commit) with the chunk's results, its
+    /// created objects made when `objects` says (see [`Ran`]).
     /// On PostgreSQL the chunk first runs with no savepoint at all; when one of its statements
     /// broke a constraint (which aborts the transaction there) it is rolled back and runs again
     /// in a new transaction with a savepoint around each group and call, as
@@ -249,23 +250,6 @@ impl Engine {
     /// transaction was rolled back. With `pending`, the chunk's change records are added to it
     /// instead of written (see [`Pending`]).
     pub async fn begin_chunk(
-        &self,
-        caller: &Caller,
-        prepared: &[Result<Prepared, CallError>],
-        full: bool,
-        rec: Option<&Recorder>,
-        pending: Option<&mut Pending>,
-        guard: &mut Guard,
-    ) -> Result<(Box<dyn Tx>, Vec<Outcome>), StorageError> {
-        let objects = Objects::of(full);
-        let (tx, ran) = self
-            .begin_run(caller, prepared, objects, rec, pending, guard)
-            .await?;
-        Ok((tx, ran.finish()))
-    }
-
-    /// [`Engine::begin_chunk`] with the choice of when the created objects are made.
-    pub async fn begin_run(
         &self,
         caller: &Caller,
         prepared: &[Result<Prepared, CallError>],
@@ -483,7 +467,7 @@ impl Engine {
         loop {
             let result = async {
                 let (tx, ran) = self
-                    .begin_run(
+                    .begin_chunk(
                         caller,
                         prepared,
                         Objects::WholeLater,

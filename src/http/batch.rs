@@ -69,11 +69,6 @@ fn accepted(rid: &str) -> Response {
     json_response(StatusCode::ACCEPTED, &json!({"request": rid}))
 }
 
-/// The JSON text of batch result items.
-pub fn results_json(outcomes: &[Outcome]) -> String {
-    joined(vec![result_items(outcomes)])
-}
-
 /// The result items of `outcomes`, comma-separated: a part of the results' JSON array.
 fn result_items(outcomes: &[Outcome]) -> Vec<u8> {
     items_text(outcomes.iter().map(Shown::Outcome).collect())
@@ -367,6 +362,11 @@ pub async fn background_call(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The JSON text of batch result items.
+    fn results_json(outcomes: &[Outcome]) -> String {
+        joined(vec![result_items(outcomes)])
+    }
 
     #[test]
     fn parts_of_results_join_into_one_array() {

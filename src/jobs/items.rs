@@ -342,7 +342,7 @@ async fn try_chunk(
     // Created objects are written as text straight from their rows.
     let (mut tx, ran) = jobs
         .engine
-        .begin_run(
+        .begin_chunk(
             who,
             prepared,
             Objects::WholeLater,

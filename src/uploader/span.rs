@@ -20,7 +20,7 @@ use super::rows::Columns;
 use super::run::{Sink, io_err};
 use super::stage::{Ready, Spent, Stage, Work as Prepared};
 use crate::engine::Caller;
-use crate::engine::batch::{Applied, Guard};
+use crate::engine::batch::{Applied, Guard, Objects};
 use crate::engine::changes::Pending;
 use crate::engine::retry::Retry;
 use crate::jobs::queue::add_details;
@@ -245,13 +245,14 @@ impl<'a> Writer<'a> {
                     .begin_chunk(
                         self.caller,
                         &prepared,
-                        false,
+                        Objects::Ids,
                         Some(&rec),
                         Some(&mut changes),
                         &mut guard,
                     )
                     .await
-                    .map(|(tx, outcomes)| {
+                    .map(|(tx, ran)| {
+                        let outcomes = ran.finish();
                         self.span = Some(Span {
                             tx,
                             held: Vec::new(),
