@@ -88,6 +88,11 @@ struct Args {
     /// Skip the sqlite3 CLI baseline.
     #[arg(long)]
     no_baseline: bool,
+    /// Every N-th item (items N-1, 2N-1, ...) carries a `type` that is not an integer, which
+    /// the server refuses: `--fail-every 100` gives 1% failing items. Those items must fail and
+    /// every other one must be created. 0: none fails.
+    #[arg(long, default_value_t = 0)]
+    fail_every: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -144,25 +149,55 @@ fn item_name(tag: &str, i: usize) -> String {
     format!("bench {tag} {i}")
 }
 
-/// The JSON array of `n` campaign creates.
-fn campaigns_body(tag: &str, n: usize) -> Vec<u8> {
+/// Whether item `i` is one of those made to fail (see `Args::fail_every`).
+fn failing(i: usize, fail_every: usize) -> bool {
+    fail_every > 0 && i % fail_every == fail_every - 1
+}
+
+/// How the report names a workload with failing items.
+fn failing_note(fail_every: usize) -> String {
+    match fail_every {
+        0 => String::new(),
+        n => format!(", 1 item in {n} failing"),
+    }
+}
+
+/// The JSON array of `n` campaign creates, every `fail_every`-th with a `type` the server
+/// refuses.
+fn campaigns_body(tag: &str, n: usize, fail_every: usize) -> Vec<u8> {
     let items: Vec<Json> = (0..n)
-        .map(|i| serde_json::json!({"name": item_name(tag, i), "type": 2, "description": "x"}))
+        .map(|i| {
+            let kind = if failing(i, fail_every) {
+                Json::from("not a number")
+            } else {
+                Json::from(2)
+            };
+            serde_json::json!({"name": item_name(tag, i), "type": kind, "description": "x"})
+        })
         .collect();
     serde_json::to_vec(&items).expect("JSON of plain values")
 }
 
-/// Checks a batch result: `n` items, each with status 200.
-fn check_items(body: &[u8], n: usize) -> Result<()> {
+/// Checks a batch result: `n` items, those made to fail with a 4xx status, every other one
+/// with 200.
+fn check_items(body: &[u8], n: usize, fail_every: usize) -> Result<()> {
     let items: Vec<Json> = serde_json::from_slice(body).context("the batch result is JSON")?;
     ensure!(
         items.len() == n,
         "the batch result has {} items, not {n}",
         items.len()
     );
-    if let Some(bad) = items.iter().find(|i| i["status"] != 200) {
-        let failed = items.iter().filter(|i| i["status"] != 200).count();
-        bail!("{failed} of {n} items failed; the first: {bad}");
+    let wrong = |(i, item): &(usize, &Json)| {
+        let status = item["status"].as_u64().unwrap_or(0);
+        if failing(*i, fail_every) {
+            !(400..500).contains(&status)
+        } else {
+            status != 200
+        }
+    };
+    if let Some((i, bad)) = items.iter().enumerate().find(wrong) {
+        let count = items.iter().enumerate().filter(wrong).count();
+        bail!("{count} of {n} items did not end as they should; the first, item {i}: {bad}");
     }
     Ok(())
 }
@@ -343,13 +378,13 @@ impl Api {
 // ---------------------------------------------------------------------------------------------
 
 /// One synchronous batch of `n` creates: the wall time of the request, in ms.
-async fn time_sync_batch(api: &Api, tag: &str, n: usize) -> Result<f64> {
-    let body = campaigns_body(tag, n);
+async fn time_sync_batch(api: &Api, tag: &str, n: usize, fail_every: usize) -> Result<f64> {
+    let body = campaigns_body(tag, n, fail_every);
     let t = Instant::now();
     let (status, reply) = api.post("/v2.5/campaigns?bgrs=false", body).await?;
     let ms = elapsed_ms(t);
     check_status(status, 200, &reply)?;
-    check_items(&reply, n)?;
+    check_items(&reply, n, fail_every)?;
     Ok(ms)
 }
 
@@ -358,9 +393,10 @@ async fn time_background_batch(
     api: &Api,
     tag: &str,
     n: usize,
+    fail_every: usize,
     poll: Duration,
 ) -> Result<(f64, f64)> {
-    let body = campaigns_body(tag, n);
+    let body = campaigns_body(tag, n, fail_every);
     let t = Instant::now();
     let (status, reply) = api.post("/v2.5/campaigns", body).await?;
     let enqueue_ms = elapsed_ms(t);
@@ -373,7 +409,7 @@ async fn time_background_batch(
     wait_finished(api, &rid, poll).await?;
     let total_ms = elapsed_ms(t);
     let result = api.get(&format!("/v2.5/bgrs/{rid}/result")).await?;
-    check_items(&result, n)?;
+    check_items(&result, n, fail_every)?;
     Ok((enqueue_ms, total_ms))
 }
 
@@ -406,16 +442,18 @@ async fn measure_server(
     let label = backend.label();
     let run_tag = random_hex();
     eprintln!("[{label}] sync warm-up ({} items)", args.sync_items);
-    time_sync_batch(api, &format!("{run_tag} warm"), args.sync_items).await?;
+    let fail = args.fail_every;
+    time_sync_batch(api, &format!("{run_tag} warm"), args.sync_items, fail).await?;
     let mut sync = Vec::new();
     for run in 1..=args.sync_runs {
-        let ms = time_sync_batch(api, &format!("{run_tag} sync{run}"), args.sync_items).await?;
+        let tag = format!("{run_tag} sync{run}");
+        let ms = time_sync_batch(api, &tag, args.sync_items, fail).await?;
         eprintln!("[{label}] sync run {run}: {ms:.1} ms");
         sync.push(ms);
     }
     report.rows.push(Row {
         backend: label.into(),
-        what: "sync batch, HTTP request".into(),
+        what: format!("sync batch, HTTP request{}", failing_note(fail)),
         items: args.sync_items,
         stats: Stats(sync),
         target: (args.sync_items == 10_000).then(|| target_of(backend, SYNC_TARGET_MS)),
@@ -423,15 +461,15 @@ async fn measure_server(
     let poll = Duration::from_millis(args.poll_ms);
     let (mut enqueue, mut total) = (Vec::new(), Vec::new());
     for run in 1..=args.bg_runs {
-        let (e, t) =
-            time_background_batch(api, &format!("{run_tag} bg{run}"), args.bg_items, poll).await?;
+        let tag = format!("{run_tag} bg{run}");
+        let (e, t) = time_background_batch(api, &tag, args.bg_items, fail, poll).await?;
         eprintln!("[{label}] background run {run}: 202 after {e:.1} ms, finished after {t:.1} ms");
         enqueue.push(e);
         total.push(t);
     }
     report.rows.push(Row {
         backend: label.into(),
-        what: "background batch, POST → finished".into(),
+        what: format!("background batch, POST → finished{}", failing_note(fail)),
         items: args.bg_items,
         stats: Stats(total),
         target: (args.bg_items == 100_000).then(|| target_of(backend, BG_TARGET_MS)),

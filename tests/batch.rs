@@ -645,3 +645,93 @@ async fn a_batchs_created_objects_are_what_reading_them_gives() {
     }
     app.stop().await;
 }
+
+/// Creates that break a key or a reference inside the database, among many that do not, in
+/// a synchronous and in a background batch: each fails alone with its own error, in call order
+/// (of two items with the same key the earlier is created), every other item is created once,
+/// and the ids rise in item order. On PostgreSQL the failing group is retried in halves.
+#[tokio::test]
+async fn creates_failing_in_the_database_fail_alone_and_in_order() {
+    let app = spawn_app().await;
+    let (s, c) = json(
+        app.admin(Method::POST, "/v2.5/campaigns")
+            .json(&json!({"name": "keys"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{c}");
+    let campaign = c["id"].as_i64().unwrap();
+    let (s, b) = json(
+        app.admin(Method::POST, "/v2.5/markers")
+            .json(&json!({"name": "taken", "campaign_id": campaign}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    // Item -> why it fails.
+    let taken = [3usize, 250, 599];
+    let repeats = 400; // repeats the name of item 100
+    let dangling = 401; // names a campaign that does not exist
+    let body = |prefix: &str| -> Json {
+        (0..600)
+            .map(|i| {
+                let name = match i {
+                    _ if taken.contains(&i) => "taken".to_string(),
+                    _ if i == repeats => format!("{prefix} 100"),
+                    _ => format!("{prefix} {i}"),
+                };
+                let c = if i == dangling { 999_999_999 } else { campaign };
+                json!({"name": name, "campaign_id": c, "page": i})
+            })
+            .collect()
+    };
+    let check = |got: Vec<(u16, Json)>| {
+        assert_eq!(got.len(), 600);
+        let mut last_id = 0;
+        for (i, (status, obj)) in got.into_iter().enumerate() {
+            if taken.contains(&i) || i == repeats {
+                assert_eq!(status, 409, "item {i}: {obj}");
+                assert_eq!(obj["error"], "conflict", "item {i}: {obj}");
+            } else if i == dangling {
+                assert!((400..500).contains(&status), "item {i}: {status} {obj}");
+            } else {
+                assert_eq!(status, 200, "item {i}: {obj}");
+                assert_eq!(obj["page"], i as i64, "item {i}: {obj}");
+                let id = obj["id"].as_i64().unwrap();
+                assert!(id > last_id, "item {i}: id {id} after {last_id}");
+                last_id = id;
+            }
+        }
+    };
+    let (s, b) = json(
+        app.admin(Method::POST, "/v2.5/markers?bgrs=false")
+            .json(&body("now"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    check(items(&b));
+    let rid = submit(&app, Method::POST, "/v2.5/markers", body("later")).await;
+    wait_finished(&app, &rid).await;
+    check(result(&app, &rid).await);
+    // Each created once: the marker made first, and 595 of each batch.
+    let (s, list) = json(
+        app.admin(
+            Method::GET,
+            &format!("/v2.5/markers?campaign_id={campaign}&limit=2000&fields=id"),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{list}");
+    assert_eq!(list.as_array().map(Vec::len), Some(1 + 2 * 595), "{list}");
+    app.stop().await;
+}

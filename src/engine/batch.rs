@@ -371,41 +371,16 @@ impl Engine {
                 }
                 j += 1;
             }
-            if members.len() >= 2 {
-                let group: Vec<&Prepared> = members
-                    .iter()
-                    .filter_map(|&k| prepared[k].as_ref().ok())
-                    .collect();
-                match exec::insert_group(self, tx, &group, isolate, full).await? {
-                    Some(ins) => {
-                        if let Some(log) = &mut log {
-                            log.created(&p.entity, ins.ids);
-                        }
-                        if objects == Objects::WholeLater {
-                            for &k in &members {
-                                outcomes[k] = Some(Ok(Json::Null));
-                            }
-                            later.push(Later {
-                                entity: p.entity.clone(),
-                                members,
-                                rows: ins.rows,
-                            });
-                        } else {
-                            for (&k, row) in members.iter().zip(&ins.rows) {
-                                outcomes[k] = Some(Ok(exec::group_object(&p.entity, row, full)));
-                            }
-                        }
-                        i = j;
-                        continue;
-                    }
-                    // A row broke a constraint and, with no savepoint, aborted the transaction.
-                    None if optimistic => return Ok(None),
-                    None => {}
-                }
-            }
-            // One at a time: a single call, or a group in which some row failed.
-            for k in members {
-                if let Ok(p) = &prepared[k] {
+            // The group's calls, tried together; a group whose insert fails is split in two
+            // halves, tried in order (the first half before the second, so that of two calls
+            // with the same key the earlier one is the one created, and ids rise in call
+            // order), down to single calls, which run alone and get their own outcome. A few
+            // failing calls then cost a few small inserts each, not a statement per call of
+            // their group.
+            let mut todo: Vec<&[usize]> = vec![&members];
+            while let Some(part) = todo.pop() {
+                if let [k] = *part {
+                    let Ok(p) = &prepared[k] else { continue };
                     let by_key = match &log {
                         Some(log) if p.by_key() => log.read_by_key(tx, d, p).await?,
                         _ => None,
@@ -422,6 +397,39 @@ impl Engine {
                         log.applied(p, &o, by_key);
                     }
                     outcomes[k] = Some(o);
+                    continue;
+                }
+                let group: Vec<&Prepared> = part
+                    .iter()
+                    .filter_map(|&k| prepared[k].as_ref().ok())
+                    .collect();
+                match exec::insert_group(self, tx, &group, isolate, full).await? {
+                    Some(ins) => {
+                        if let Some(log) = &mut log {
+                            log.created(&p.entity, ins.ids);
+                        }
+                        if objects == Objects::WholeLater {
+                            for &k in part {
+                                outcomes[k] = Some(Ok(Json::Null));
+                            }
+                            later.push(Later {
+                                entity: p.entity.clone(),
+                                members: part.to_vec(),
+                                rows: ins.rows,
+                            });
+                        } else {
+                            for (&k, row) in part.iter().zip(&ins.rows) {
+                                outcomes[k] = Some(Ok(exec::group_object(&p.entity, row, full)));
+                            }
+                        }
+                    }
+                    // A row broke a constraint and, with no savepoint, aborted the transaction.
+                    None if optimistic => return Ok(None),
+                    None => {
+                        let (first, second) = part.split_at(part.len() / 2);
+                        todo.push(second);
+                        todo.push(first);
+                    }
                 }
             }
             i = j;
