@@ -6,9 +6,10 @@
 //! others. On SQLite a failing statement undoes only itself, so no savepoint is needed.
 
 use super::changes::{ChunkLog, NO_REQUEST, Pending, Recorder};
+use super::exec::{self, Grouped};
 use super::prepare::{self, Prepared};
 use super::retry::Retry;
-use super::{Call, CallError, Caller, Engine, Op, Outcome, exec};
+use super::{Call, CallError, Caller, Engine, Op, Outcome};
 use crate::schema::Entity;
 use crate::storage::lock::{self, Mode};
 use crate::storage::{Dialect, Row, StorageError, Tx};
@@ -151,6 +152,40 @@ struct Later {
     entity: Arc<Entity>,
     members: Vec<usize>,
     rows: Vec<Row>,
+}
+
+/// Where the rows a group insert created go: their calls' outcomes (or the objects made
+/// later), and the chunk's change records.
+struct Made<'a, 'l> {
+    entity: &'a Arc<Entity>,
+    objects: Objects,
+    outcomes: &'a mut [Option<Outcome>],
+    later: &'a mut Vec<Later>,
+    log: Option<&'a mut ChunkLog<'l>>,
+}
+
+impl Made<'_, '_> {
+    /// The calls `members` created `rows`, in the same order.
+    fn rows(&mut self, members: Vec<usize>, rows: Vec<Row>) {
+        if let Some(log) = self.log.as_deref_mut() {
+            log.created(self.entity, rows.iter().filter_map(|r| r.first()?.as_i64()));
+        }
+        if self.objects == Objects::WholeLater {
+            for &k in &members {
+                self.outcomes[k] = Some(Ok(Json::Null));
+            }
+            self.later.push(Later {
+                entity: self.entity.clone(),
+                members,
+                rows,
+            });
+        } else {
+            let full = self.objects == Objects::Whole;
+            for (&k, row) in members.iter().zip(&rows) {
+                self.outcomes[k] = Some(Ok(exec::group_object(self.entity, row, full)));
+            }
+        }
+    }
 }
 
 impl Ran {
@@ -377,8 +412,10 @@ impl Engine {
             // order), down to single calls, which run alone and get their own outcome. A few
             // failing calls then cost a few small inserts each, not a statement per call of
             // their group.
-            let mut todo: Vec<&[usize]> = vec![&members];
-            while let Some(part) = todo.pop() {
+            // Parts still to run, in order from the end; with `true`, a part that may still
+            // be inserted passing over the rows that break a unique index.
+            let mut todo: Vec<(&[usize], bool)> = vec![(&members, true)];
+            while let Some((part, may_pass)) = todo.pop() {
                 if let [k] = *part {
                     let Ok(p) = &prepared[k] else { continue };
                     let by_key = match &log {
@@ -403,34 +440,46 @@ impl Engine {
                     .iter()
                     .filter_map(|&k| prepared[k].as_ref().ok())
                     .collect();
-                match exec::insert_group(self, tx, &group, isolate, full).await? {
-                    Some(ins) => {
-                        if let Some(log) = &mut log {
-                            log.created(&p.entity, ins.ids);
-                        }
-                        if objects == Objects::WholeLater {
-                            for &k in part {
-                                outcomes[k] = Some(Ok(Json::Null));
-                            }
-                            later.push(Later {
-                                entity: p.entity.clone(),
-                                members: part.to_vec(),
-                                rows: ins.rows,
-                            });
-                        } else {
-                            for (&k, row) in part.iter().zip(&ins.rows) {
-                                outcomes[k] = Some(Ok(exec::group_object(&p.entity, row, full)));
-                            }
-                        }
+                let mut made = Made {
+                    entity: &p.entity,
+                    objects,
+                    outcomes: &mut outcomes,
+                    later: &mut later,
+                    log: log.as_mut(),
+                };
+                let pass = match exec::insert_group(self, tx, &group, isolate, full).await? {
+                    Grouped::Inserted(ins) => {
+                        made.rows(part.to_vec(), ins.rows);
+                        continue;
                     }
                     // A row broke a constraint and, with no savepoint, aborted the transaction.
-                    None if optimistic => return Ok(None),
-                    None => {
-                        let (first, second) = part.split_at(part.len() / 2);
-                        todo.push(second);
-                        todo.push(first);
+                    _ if optimistic => return Ok(None),
+                    Grouped::Conflict => may_pass && isolate,
+                    Grouped::Broken => false,
+                };
+                if pass
+                    && let Some(placed) =
+                        exec::insert_group_passing_conflicts(self, tx, &group, isolate).await?
+                {
+                    // The calls passed over run alone, in order, each to its own conflict.
+                    let mut inserted = vec![false; part.len()];
+                    let (ks, rows): (Vec<usize>, Vec<Row>) = placed
+                        .into_iter()
+                        .map(|(g, row)| {
+                            inserted[g] = true;
+                            (part[g], row)
+                        })
+                        .collect();
+                    made.rows(ks, rows);
+                    for g in (0..part.len()).rev().filter(|&g| !inserted[g]) {
+                        todo.push((std::slice::from_ref(&part[g]), false));
                     }
+                    continue;
                 }
+                let (first, second) = part.split_at(part.len() / 2);
+                let may_pass = may_pass && !pass;
+                todo.push((second, may_pass));
+                todo.push((first, may_pass));
             }
             i = j;
         }

@@ -255,44 +255,110 @@ pub fn group_object(e: &Entity, row: &Row, full: bool) -> serde_json::Value {
     }
 }
 
+/// How a group insert ended (see [`insert_group`]).
+pub enum Grouped {
+    Inserted(Inserted),
+    /// A row would break a unique index: the statement changed nothing.
+    Conflict,
+    /// A row breaks another constraint (a reference, a required value): the statement changed
+    /// nothing.
+    Broken,
+}
+
 /// Inserts a group of same-shape creates with one multi-row statement; the rows come back
-/// whole with `full`, else as their ids alone. `None` when a row
-/// broke a constraint: the statement then changed nothing, and the caller runs the rows one
-/// by one to tell which.
+/// whole with `full`, else as their ids alone. When a row broke a constraint the statement
+/// changed nothing, and the caller runs the rows in smaller groups, or one by one, to tell
+/// which (with `isolate` the statement runs in a savepoint, for PostgreSQL, where a failed
+/// statement aborts the transaction).
 pub async fn insert_group(
     engine: &Engine,
     ex: &mut dyn Exec,
     group: &[&Prepared],
     isolate: bool,
     full: bool,
-) -> Result<Option<Inserted>, StorageError> {
+) -> Result<Grouped, StorageError> {
     let first = group[0];
     let e = first.entity.as_ref();
     let d = engine.storage.dialect();
     let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
-    let mut args: Vec<&Value> = Vec::with_capacity(group.len() * columns.len());
+    let args = group_args(group, columns.len());
+    savepoint(ex, isolate).await?;
+    let result = entity::insert_many(ex, d, e, &columns, &args, full).await;
+    let inserted = settle(ex, isolate, result).await?;
+    Ok(match inserted {
+        Ok(rows) => {
+            let ids = rows.iter().filter_map(|r| r.first()?.as_i64()).collect();
+            Grouped::Inserted(Inserted { ids, rows })
+        }
+        Err(StorageError::Unique { .. }) => Grouped::Conflict,
+        Err(_) => Grouped::Broken,
+    })
+}
+
+/// Inserts the creates of a group whose insert would break a unique index, passing over the
+/// rows that would (see [`entity::insert_many_passing_conflicts`]): for each call inserted,
+/// where it is in the group and its whole row, in insertion order. The calls passed over
+/// break a unique index when they run alone. `None` when nothing was inserted: the rows
+/// could not be told apart by their values, or a row breaks another constraint.
+pub async fn insert_group_passing_conflicts(
+    engine: &Engine,
+    ex: &mut dyn Exec,
+    group: &[&Prepared],
+    isolate: bool,
+) -> Result<Option<Vec<(usize, Row)>>, StorageError> {
+    let first = group[0];
+    let e = first.entity.as_ref();
+    let d = engine.storage.dialect();
+    let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
+    let args = group_args(group, columns.len());
+    savepoint(ex, isolate).await?;
+    let result = entity::insert_many_passing_conflicts(ex, d, e, &columns, &args).await;
+    let inserted = settle(ex, isolate, result).await?;
+    Ok(inserted.ok().flatten())
+}
+
+/// The values of a group's calls, row after row.
+fn group_args<'a>(group: &[&'a Prepared], width: usize) -> Vec<&'a Value> {
+    let mut args: Vec<&Value> = Vec::with_capacity(group.len() * width);
     for p in group {
         args.extend(p.values.iter().map(|(_, v)| v));
     }
+    args
+}
+
+/// Before a group's statement: a savepoint with `isolate`.
+async fn savepoint(ex: &mut dyn Exec, isolate: bool) -> Result<(), StorageError> {
     if isolate {
         ex.execute("SAVEPOINT grp", &[]).await?;
     }
-    match entity::insert_many(ex, d, e, &columns, &args, full).await {
-        Ok(out) => {
+    Ok(())
+}
+
+/// After a group's statement: its work kept, or, when it broke a constraint (`Ok(Err(..))`),
+/// undone back to the savepoint, and the transaction goes on. Any other failure is the outer
+/// `Err`.
+async fn settle<T>(
+    ex: &mut dyn Exec,
+    isolate: bool,
+    result: Result<T, StorageError>,
+) -> Result<Result<T, StorageError>, StorageError> {
+    match result {
+        Ok(v) => {
             if isolate {
                 ex.execute("RELEASE SAVEPOINT grp", &[]).await?;
             }
-            let ids = out.iter().filter_map(|r| r.first()?.as_i64()).collect();
-            Ok(Some(Inserted { ids, rows: out }))
+            Ok(Ok(v))
         }
         Err(
-            StorageError::Unique { .. } | StorageError::ForeignKey | StorageError::NotNull { .. },
+            e @ (StorageError::Unique { .. }
+            | StorageError::ForeignKey
+            | StorageError::NotNull { .. }),
         ) => {
             if isolate {
                 ex.execute("ROLLBACK TO SAVEPOINT grp", &[]).await?;
             }
-            Ok(None)
+            Ok(Err(e))
         }
-        Err(err) => Err(err),
+        Err(e) => Err(e),
     }
 }

@@ -371,43 +371,7 @@ pub async fn insert_many(
         (d.quote("id"), vec![crate::schema::ColType::Int])
     };
     let mut out = if arrays {
-        // One array parameter per column: the statement's size does not grow with the rows,
-        // and the database plans it once. A column whose rows all have the same value (a
-        // default, the time of the chunk) is bound once instead, so the database reads it
-        // once; the first column stays an array, which gives the rows their number.
-        let params: Vec<Column> = (0..width)
-            .map(|c| {
-                let mut column = args.iter().skip(c).step_by(width).copied();
-                let first = column.next().expect("rows > 0");
-                if c > 0 && column.clone().all(|v| v == first) {
-                    Column::Same(first)
-                } else {
-                    Column::Each(std::iter::once(first).chain(column).collect())
-                }
-            })
-            .collect();
-        // What each column is selected as; the arrays unnested, with their names.
-        let (mut unnested, mut names) = (Vec::new(), Vec::new());
-        let selected: Vec<String> = params
-            .iter()
-            .enumerate()
-            .map(|(i, p)| match p {
-                Column::Same(v) => format!("{}::{}", d.ph(i + 1), array_type(v)),
-                Column::Each(c) => {
-                    unnested.push(format!("{}::{}[]", d.ph(i + 1), array_type(c[0])));
-                    names.push(format!("c{i}"));
-                    format!("u.c{i}")
-                }
-            })
-            .collect();
-        let insert = format!(
-            "INSERT INTO {} ({}) SELECT {} FROM UNNEST({}) AS u({})",
-            d.quote(&e.name),
-            cols.join(", "),
-            selected.join(", "),
-            unnested.join(", "),
-            names.join(", "),
-        );
+        let (insert, params) = unnest_insert(d, e, &cols, args, width);
         let gathered = types.iter().all(|t| *t != crate::schema::ColType::Decimal);
         if gathered {
             // The rows in one row of arrays: decoding a row per created object cost more
@@ -492,6 +456,119 @@ pub async fn insert_many(
         }
     }
     Ok(out)
+}
+
+/// `INSERT INTO e (columns) SELECT ... FROM UNNEST(...)` for the rows `args` (`width` values
+/// each, every column of one kind), with its parameters: one array parameter per column, so
+/// that the statement's size does not grow with the rows and the database plans it once. A
+/// column whose rows all have the same value (a default, the time of the chunk) is bound once
+/// instead, so the database reads it once; the first column stays an array, which gives the
+/// rows their number.
+fn unnest_insert<'a>(
+    d: Dialect,
+    e: &Entity,
+    cols: &[String],
+    args: &[&'a Value],
+    width: usize,
+) -> (String, Vec<Column<'a>>) {
+    let params: Vec<Column> = (0..width)
+        .map(|c| {
+            let mut column = args.iter().skip(c).step_by(width).copied();
+            let first = column.next().expect("rows > 0");
+            if c > 0 && column.clone().all(|v| v == first) {
+                Column::Same(first)
+            } else {
+                Column::Each(std::iter::once(first).chain(column).collect())
+            }
+        })
+        .collect();
+    // What each column is selected as; the arrays unnested, with their names.
+    let (mut unnested, mut names) = (Vec::new(), Vec::new());
+    let selected: Vec<String> = params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Column::Same(v) => format!("{}::{}", d.ph(i + 1), array_type(v)),
+            Column::Each(c) => {
+                unnested.push(format!("{}::{}[]", d.ph(i + 1), array_type(c[0])));
+                names.push(format!("c{i}"));
+                format!("u.c{i}")
+            }
+        })
+        .collect();
+    let insert = format!(
+        "INSERT INTO {} ({}) SELECT {} FROM UNNEST({}) AS u({})",
+        d.quote(&e.name),
+        cols.join(", "),
+        selected.join(", "),
+        unnested.join(", "),
+        names.join(", "),
+    );
+    (insert, params)
+}
+
+/// Inserts rows as [`insert_many`] does with arrays, passing over every row that would break a
+/// unique index (`ON CONFLICT DO NOTHING`), whether another row of the table already holds its
+/// key or an earlier row of the same statement does. Returns, for each row inserted, where it
+/// is among the rows and the whole row, in insertion order. `None`, with nothing inserted,
+/// where the rows inserted could not be told apart by their values: unless every bound
+/// value is stored exactly as given (an integer, a boolean or a text in a column of that
+/// type), or the backend does not bind arrays. Other broken constraints (a reference, a
+/// required value) fail the statement.
+pub async fn insert_many_passing_conflicts(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    columns: &[&str],
+    args: &[&Value],
+) -> Result<Option<Vec<(usize, Row)>>> {
+    let width = columns.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    if !ex.binds_arrays() || rows == 0 || !one_kind_per_column(args, width) {
+        return Ok(None);
+    }
+    // Where each bound column is among the entity's columns, when its values are exact.
+    let all: Vec<&str> = e.columns().collect();
+    let at: Option<Vec<usize>> = columns
+        .iter()
+        .zip(args)
+        .map(|(c, v)| {
+            let exact = matches!(
+                (e.col_type(c)?, v),
+                (ColType::Int, Value::Int(_))
+                    | (ColType::Bool, Value::Bool(_))
+                    | (ColType::Text, Value::Text(_))
+            );
+            exact.then(|| all.iter().position(|a| a == c)).flatten()
+        })
+        .collect();
+    let Some(at) = at else { return Ok(None) };
+    let cols: Vec<String> = columns.iter().map(|c| d.quote(c)).collect();
+    let (insert, params) = unnest_insert(d, e, &cols, args, width);
+    let sql = format!(
+        "{insert} ON CONFLICT DO NOTHING RETURNING {}",
+        column_list(d, e)
+    );
+    let mut out = ex
+        .fetch_columns(&sql, &params, &e.col_types(), Returned::Rows)
+        .await?;
+    ex.count_rows(d, &e.name, out.len() as i64).await?;
+    // Ids grow in insertion order within one statement, and the rows inserted are some of
+    // those given, in their order: each is the next given row with its values.
+    out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    let mut given = args.chunks(width).enumerate();
+    let mut placed = Vec::with_capacity(out.len());
+    for row in out {
+        let same = |values: &[&Value]| at.iter().zip(values).all(|(&k, v)| row.get(k) == Some(*v));
+        let Some((k, _)) = given.find(|(_, values)| same(values)) else {
+            return Err(StorageError::Database(format!(
+                "a row inserted into {} is none of those given",
+                e.name
+            )));
+        };
+        placed.push((k, row));
+    }
+    Ok(Some(placed))
 }
 
 /// Where each column of `e` after `id` is among the bound `columns`, when every one is bound
