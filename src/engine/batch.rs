@@ -454,7 +454,7 @@ impl Engine {
                     }
                     // A row broke a constraint and, with no savepoint, aborted the transaction.
                     _ if optimistic => return Ok(None),
-                    Grouped::Conflict => may_pass && isolate,
+                    Grouped::Conflict => may_pass,
                     Grouped::Broken => false,
                 };
                 if pass

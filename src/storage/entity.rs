@@ -513,8 +513,7 @@ fn unnest_insert<'a>(
 /// is among the rows and the whole row, in insertion order. `None`, with nothing inserted,
 /// where the rows inserted could not be told apart by their values: unless every bound
 /// value is stored exactly as given (an integer, a boolean or a text in a column of that
-/// type), or the backend does not bind arrays. Other broken constraints (a reference, a
-/// required value) fail the statement.
+/// type). Other broken constraints (a reference, a required value) fail the statement.
 pub async fn insert_many_passing_conflicts(
     ex: &mut dyn Exec,
     d: Dialect,
@@ -524,10 +523,12 @@ pub async fn insert_many_passing_conflicts(
 ) -> Result<Option<Vec<(usize, Row)>>> {
     let width = columns.len();
     let rows = args.len().checked_div(width).unwrap_or(0);
-    if !ex.binds_arrays() || rows == 0 || !one_kind_per_column(args, width) {
+    let arrays = ex.binds_arrays();
+    if rows == 0 || !one_kind_per_column(args, width) {
         return Ok(None);
     }
-    // Where each bound column is among the entity's columns, when its values are exact.
+    // Where each bound column is among the entity's columns, when its values (all of the
+    // first row's kinds) are exact.
     let all: Vec<&str> = e.columns().collect();
     let at: Option<Vec<usize>> = columns
         .iter()
@@ -544,14 +545,22 @@ pub async fn insert_many_passing_conflicts(
         .collect();
     let Some(at) = at else { return Ok(None) };
     let cols: Vec<String> = columns.iter().map(|c| d.quote(c)).collect();
-    let (insert, params) = unnest_insert(d, e, &cols, args, width);
-    let sql = format!(
-        "{insert} ON CONFLICT DO NOTHING RETURNING {}",
-        column_list(d, e)
-    );
-    let mut out = ex
-        .fetch_columns(&sql, &params, &e.col_types(), Returned::Rows)
-        .await?;
+    let passing = format!("ON CONFLICT DO NOTHING RETURNING {}", column_list(d, e));
+    let mut out = if arrays {
+        let (insert, params) = unnest_insert(d, e, &cols, args, width);
+        let sql = format!("{insert} {passing}");
+        ex.fetch_columns(&sql, &params, &e.col_types(), Returned::Rows)
+            .await?
+    } else {
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES {} {passing}",
+            d.quote(&e.name),
+            cols.join(", "),
+            d.value_groups(width, rows, 1),
+        );
+        let args: Vec<Value> = args.iter().map(|v| (*v).clone()).collect();
+        ex.fetch(&sql, &args, &e.col_types()).await?
+    };
     ex.count_rows(d, &e.name, out.len() as i64).await?;
     // Ids grow in insertion order within one statement, and the rows inserted are some of
     // those given, in their order: each is the next given row with its values.

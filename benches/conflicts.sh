@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Synchronous batches whose failing items fail inside the database: 10,000 marker creates
-# (`POST /v2.5/markers?bgrs=false`), every FAIL_EVERY-th (default 100: 1%) repeating the key
+# Creates whose failing rows fail inside the database: a synchronous batch of ITEMS marker
+# creates (`POST /v2.5/markers?bgrs=false`) and a synchronous upload of ROWS marker creates
+# (`POST /tools/uploader.ex.php`), every FAIL_EVERY-th (default 100: 1%) repeating the key
 # (campaign, name) of a marker that already exists, so that its insert breaks the unique index.
-# The baseline, in the same run and alternating with it, is the same batch with no repeated
-# key. Prints both medians and their ratio: what a few failing items cost a batch. With
-# COMPARE_BIN, a second server (that binary) gets the same requests, turn by turn.
+# The baseline, in the same run and alternating with it, is the same request with no repeated
+# key. Prints both medians and their ratio: what a few failing rows cost. With COMPARE_BIN, a
+# second server (that binary) gets the same requests, turn by turn.
 #
-#   benches/batch_conflicts.sh                                                  # SQLite
-#   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/batch_conflicts.sh   # PostgreSQL
-#   COMPARE_BIN=/path/to/older/entiserve benches/batch_conflicts.sh             # A/B
+#   benches/conflicts.sh                                                      # SQLite
+#   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/conflicts.sh   # PostgreSQL
+#   COMPARE_BIN=/path/to/older/entiserve benches/conflicts.sh                 # A/B
 #
-# BIN (default ./target/release/entiserve, built unless NO_BUILD=1), ITEMS (10000), RUNS (7),
-# FAIL_EVERY (100), PORT (18197; a second server takes PORT+1).
+# BIN (default ./target/release/entiserve, built unless NO_BUILD=1), ITEMS (10000), ROWS
+# (200000; 0 skips the upload), RUNS (5), FAIL_EVERY (100), PORT (18197; a second server
+# takes PORT+1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITEMS="${ITEMS:-10000}"
-RUNS="${RUNS:-7}"
+ROWS="${ROWS:-200000}"
+RUNS="${RUNS:-5}"
 FAIL_EVERY="${FAIL_EVERY:-100}"
 PORT="${PORT:-18197}"
 PG_URL="${PG_URL:-}"
@@ -82,6 +85,17 @@ body() {
   }' > "$work/body.json"
 }
 
+# csv <campaign> <tag> <fail_every>: the upload, in $work/body.csv; 0 repeats no key.
+csv() {
+  awk -v n="$ROWS" -v c="$1" -v t="$2" -v f="$3" 'BEGIN {
+    print "op;id;campaign_id;name;page";
+    for (i = 0; i < n; i++) {
+      name = (f > 0 && i % f == f - 1) ? "taken" : ("m " t " " i);
+      printf "c;;%d;%s;%d\n", c, name, i;
+    }
+  }' > "$work/body.csv"
+}
+
 # post <port> <failing>: sends the batch; prints its wall time in ms, after checking that
 # exactly <failing> items failed, with 409.
 post() {
@@ -99,34 +113,67 @@ post() {
   awk -v s="${out#* }" 'BEGIN { printf "%.1f", s * 1000 }'
 }
 
+# upload <port> <failing>: uploads the file; prints its wall time in ms, after checking that
+# the result file has a line per row and exactly <failing> rows not created.
+upload() {
+  local out
+  out=$(curl -s -o "$work/result.csv" -w '%{http_code} %{time_total}' -u admin:bench \
+    -F entity=markers -F "csvfile=@$work/body.csv" "http://127.0.0.1:$1/tools/uploader.ex.php")
+  local ok lines
+  ok=$(grep -c '^OK;' "$work/result.csv" || true)
+  lines=$(($(wc -l < "$work/result.csv") - 1))
+  if [ "${out% *}" != 200 ] || [ "$lines" != "$ROWS" ] || [ "$((ROWS - ok))" != "$2" ]; then
+    echo "an upload on port $1 ended wrongly: HTTP ${out% *}, $lines result lines, $ok created" >&2
+    head -c 500 "$work/result.csv" >&2
+    exit 1
+  fi
+  awk -v s="${out#* }" 'BEGIN { printf "%.1f", s * 1000 }'
+}
+
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-failing=$((FAIL_EVERY > 0 ? ITEMS / FAIL_EVERY : 0))
 servers=("$BIN")
 [ -z "${COMPARE_BIN:-}" ] || servers+=("$COMPARE_BIN")
 campaigns=()
 for k in "${!servers[@]}"; do
   start "${servers[$k]}" "$((PORT + k))" "s$k"
 done
+kinds=(batch)
+[ "$ROWS" = 0 ] || kinds+=(upload)
 declare -A times
 for run in $(seq 0 "$RUNS"); do
-  for k in "${!servers[@]}"; do
-    for f in 0 "$FAIL_EVERY"; do
-      body "${campaigns[$k]}" "r$run f$f" "$f"
-      ms=$(post "$((PORT + k))" "$([ "$f" = 0 ] && echo 0 || echo "$failing")")
-      # The first round warms the server up and is not counted.
-      [ "$run" = 0 ] || times[$k,$f]+="$ms "
+  for kind in "${kinds[@]}"; do
+    for k in "${!servers[@]}"; do
+      for f in 0 "$FAIL_EVERY"; do
+        if [ "$kind" = batch ]; then
+          failing=$((f > 0 ? ITEMS / f : 0))
+          body "${campaigns[$k]}" "r$run f$f" "$f"
+          ms=$(post "$((PORT + k))" "$failing")
+        else
+          failing=$((f > 0 ? ROWS / f : 0))
+          csv "${campaigns[$k]}" "u$run f$f" "$f"
+          ms=$(upload "$((PORT + k))" "$failing")
+        fi
+        # The first round warms the server up and is not counted.
+        [ "$run" = 0 ] || times[$kind,$k,$f]+="$ms "
+      done
     done
   done
 done
-echo "$([ -n "$PG_URL" ] && echo PostgreSQL || echo SQLite), synchronous batch of $ITEMS marker creates, $RUNS runs:"
-for k in "${!servers[@]}"; do
-  # shellcheck disable=SC2086
-  clean=$(median ${times[$k,0]})
-  # shellcheck disable=SC2086
-  failed=$(median ${times[$k,$FAIL_EVERY]})
-  echo "  ${servers[$k]}:"
-  echo "    no failing item: median $clean ms (${times[$k,0]% })"
-  echo "    $failing items failing in the database: median $failed ms (${times[$k,$FAIL_EVERY]% })"
-  awk -v a="$failed" -v b="$clean" 'BEGIN { printf "    ratio: %.2f\n", a / b }'
+echo "$([ -n "$PG_URL" ] && echo PostgreSQL || echo SQLite), marker creates, 1 in $FAIL_EVERY breaking a key, medians of $RUNS runs:"
+for kind in "${kinds[@]}"; do
+  if [ "$kind" = batch ]; then
+    echo "synchronous batch of $ITEMS items:"
+  else
+    echo "synchronous upload of $ROWS rows:"
+  fi
+  for k in "${!servers[@]}"; do
+    # shellcheck disable=SC2086
+    clean=$(median ${times[$kind,$k,0]})
+    # shellcheck disable=SC2086
+    failed=$(median ${times[$kind,$k,$FAIL_EVERY]})
+    echo "  ${servers[$k]}: none failing $clean ms (${times[$kind,$k,0]% });" \
+      "1 in $FAIL_EVERY failing $failed ms (${times[$kind,$k,$FAIL_EVERY]% })"
+    awk -v a="$failed" -v b="$clean" 'BEGIN { printf "    ratio: %.2f\n", a / b }'
+  done
 done
