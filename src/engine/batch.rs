@@ -4,6 +4,8 @@
 //! On PostgreSQL a chunk first runs with no savepoint; when a call fails (which aborts the
 //! transaction there) it runs again with each call in a savepoint, so a failing one leaves the
 //! others. On SQLite a failing statement undoes only itself, so no savepoint is needed.
+//! A group insert that fails is run again without a statement per call: passing over the rows
+//! that break a unique index, or else in halves (see [`Engine::execute_chunk`]).
 
 use super::changes::{ChunkLog, NO_REQUEST, Pending, Recorder};
 use super::exec::{self, Grouped};
@@ -252,7 +254,9 @@ impl Engine {
     /// chunk updates or deletes are locked first, in id order, so that overlapping chunks wait
     /// for each other instead of deadlocking. Consecutive creates of the same shape share one
     /// multi-row INSERT; without `full`, each row of such a group has its id alone for its
-    /// outcome (see [`super::outcome_id`]). On PostgreSQL each group and each call runs in a
+    /// outcome (see [`super::outcome_id`]). A group whose insert fails runs again: passing
+    /// over the rows that break a unique index (those calls then run alone), or else in
+    /// halves, down to single calls. On PostgreSQL each group and each call runs in a
     /// savepoint, so a failing one leaves the rest of the chunk. An `Err` means the database
     /// failed and the transaction must be rolled back (and, for contention, the chunk run
     /// again).
@@ -406,14 +410,15 @@ impl Engine {
                 }
                 j += 1;
             }
-            // The group's calls, tried together; a group whose insert fails is split in two
-            // halves, tried in order (the first half before the second, so that of two calls
-            // with the same key the earlier one is the one created, and ids rise in call
-            // order), down to single calls, which run alone and get their own outcome. A few
-            // failing calls then cost a few small inserts each, not a statement per call of
-            // their group.
-            // Parts still to run, in order from the end; with `true`, a part that may still
-            // be inserted passing over the rows that break a unique index.
+            // The group's calls are inserted together. When a row breaks a unique index, the
+            // group is inserted once more passing over the rows that would, and those run
+            // alone, each to its own conflict. Otherwise a group whose insert fails is split
+            // in two halves, tried in order, down to single calls, which run alone and get
+            // their own outcome: a few failing calls cost a few small inserts each, not a
+            // statement per call. Parts run in call order, so that of two calls with the same
+            // key the earlier is the one created, and ids rise in call order.
+            // `todo`: the parts still to run, the next one last; with `true`, one that may
+            // still be inserted passing over conflicts (only once along a line of halves).
             let mut todo: Vec<(&[usize], bool)> = vec![(&members, true)];
             while let Some((part, may_pass)) = todo.pop() {
                 if let [k] = *part {
@@ -448,8 +453,8 @@ impl Engine {
                     log: log.as_mut(),
                 };
                 let pass = match exec::insert_group(self, tx, &group, isolate, full).await? {
-                    Grouped::Inserted(ins) => {
-                        made.rows(part.to_vec(), ins.rows);
+                    Grouped::Inserted(rows) => {
+                        made.rows(part.to_vec(), rows);
                         continue;
                     }
                     // A row broke a constraint and, with no savepoint, aborted the transaction.

@@ -238,13 +238,6 @@ pub fn same_shape(a: &Prepared, b: &Prepared) -> bool {
         && a.values.iter().zip(&b.values).all(|(x, y)| x.0 == y.0)
 }
 
-/// The rows a group insert created, in insertion order: whole with `full`, else their ids
-/// alone (see [`group_object`]).
-pub struct Inserted {
-    pub ids: Vec<i64>,
-    pub rows: Vec<Row>,
-}
-
 /// The outcome object of a row that a group insert returned: the whole object with `full`,
 /// else its id alone (see [`super::outcome_id`]).
 pub fn group_object(e: &Entity, row: &Row, full: bool) -> serde_json::Value {
@@ -257,7 +250,9 @@ pub fn group_object(e: &Entity, row: &Row, full: bool) -> serde_json::Value {
 
 /// How a group insert ended (see [`insert_group`]).
 pub enum Grouped {
-    Inserted(Inserted),
+    /// The rows created, in insertion order: whole with `full`, else their ids alone (see
+    /// [`group_object`]).
+    Inserted(Vec<Row>),
     /// A row would break a unique index: the statement changed nothing.
     Conflict,
     /// A row breaks another constraint (a reference, a required value): the statement changed
@@ -286,10 +281,7 @@ pub async fn insert_group(
     let result = entity::insert_many(ex, d, e, &columns, &args, full).await;
     let inserted = settle(ex, isolate, result).await?;
     Ok(match inserted {
-        Ok(rows) => {
-            let ids = rows.iter().filter_map(|r| r.first()?.as_i64()).collect();
-            Grouped::Inserted(Inserted { ids, rows })
-        }
+        Ok(rows) => Grouped::Inserted(rows),
         Err(StorageError::Unique { .. }) => Grouped::Conflict,
         Err(_) => Grouped::Broken,
     })
