@@ -8,7 +8,7 @@
 //! that break a unique index, or else in halves (see [`Engine::execute_chunk`]).
 
 use super::changes::{ChunkLog, NO_REQUEST, Pending, Recorder};
-use super::exec::{self, Grouped};
+use super::exec::{self, Grouped, Passed};
 use super::prepare::{self, Prepared};
 use super::retry::Retry;
 use super::{Call, CallError, Caller, Engine, Op, Outcome};
@@ -411,7 +411,8 @@ impl Engine {
                 j += 1;
             }
             // The group's calls are inserted together. When a row breaks a unique index, the
-            // group is inserted once more passing over the rows that would, and those run
+            // group is inserted once more passing over the rows that would (at once, when the
+            // chunk runs with savepoints because a row broke a constraint), and those run
             // alone, each to its own conflict. Otherwise a group whose insert fails is split
             // in two halves, tried in order, down to single calls, which run alone and get
             // their own outcome: a few failing calls cost a few small inserts each, not a
@@ -452,20 +453,37 @@ impl Engine {
                     later: &mut later,
                     log: log.as_mut(),
                 };
-                let pass = match exec::insert_group(self, tx, &group, isolate, full).await? {
-                    Grouped::Inserted(rows) => {
-                        made.rows(part.to_vec(), rows);
-                        continue;
-                    }
-                    // A row broke a constraint and, with no savepoint, aborted the transaction.
-                    _ if optimistic => return Ok(None),
-                    Grouped::Conflict => may_pass,
-                    Grouped::Broken => false,
-                };
-                if pass
-                    && let Some(placed) =
-                        exec::insert_group_passing_conflicts(self, tx, &group, isolate).await?
-                {
+                // With savepoints the chunk runs again because a row broke a constraint: the
+                // part passes over conflicts at once, which spares an insert that would fail
+                // again. Elsewhere the plain insert comes first.
+                let mut passed = Passed::Unmatched;
+                if isolate && may_pass {
+                    passed =
+                        exec::insert_group_passing_conflicts(self, tx, &group, isolate).await?;
+                }
+                // Whether the part's rows cannot be told apart by their values (nor can its
+                // halves' then).
+                let mut unmatched = isolate && may_pass && matches!(passed, Passed::Unmatched);
+                if let Passed::Unmatched = passed {
+                    passed = match exec::insert_group(self, tx, &group, isolate, full).await? {
+                        Grouped::Inserted(rows) => {
+                            made.rows(part.to_vec(), rows);
+                            continue;
+                        }
+                        // A row broke a constraint and, with no savepoint, aborted the
+                        // transaction.
+                        _ if optimistic => return Ok(None),
+                        Grouped::Conflict if may_pass && !isolate => {
+                            let passed =
+                                exec::insert_group_passing_conflicts(self, tx, &group, isolate)
+                                    .await?;
+                            unmatched = matches!(passed, Passed::Unmatched);
+                            passed
+                        }
+                        Grouped::Conflict | Grouped::Broken => Passed::Broken,
+                    };
+                }
+                if let Passed::Placed(placed) = passed {
                     // The calls passed over run alone, in order, each to its own conflict.
                     let mut inserted = vec![false; part.len()];
                     let (ks, rows): (Vec<usize>, Vec<Row>) = placed
@@ -481,8 +499,10 @@ impl Engine {
                     }
                     continue;
                 }
+                // Halves; they need not try passing over conflicts where the rows cannot be
+                // told apart.
                 let (first, second) = part.split_at(part.len() / 2);
-                let may_pass = may_pass && !pass;
+                let may_pass = may_pass && !unmatched;
                 todo.push((second, may_pass));
                 todo.push((first, may_pass));
             }

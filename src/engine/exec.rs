@@ -287,26 +287,40 @@ pub async fn insert_group(
     })
 }
 
-/// Inserts the creates of a group whose insert would break a unique index, passing over the
-/// rows that would (see [`entity::insert_many_passing_conflicts`]): for each call inserted,
-/// where it is in the group and its whole row, in insertion order. The calls passed over
-/// break a unique index when they run alone. `None` when nothing was inserted: the rows
-/// could not be told apart by their values, or a row breaks another constraint.
+/// How an insert passing over conflicts ended (see [`insert_group_passing_conflicts`]).
+pub enum Passed {
+    /// For each call inserted, where it is in the group and its whole row, in insertion
+    /// order. The calls passed over break a unique index when they run alone.
+    Placed(Vec<(usize, Row)>),
+    /// Nothing ran: the rows could not be told apart by their values.
+    Unmatched,
+    /// A row breaks another constraint (a reference, a required value): the statement changed
+    /// nothing.
+    Broken,
+}
+
+/// Inserts the creates of a group, passing over the rows that would break a unique index
+/// (see [`entity::insert_many_passing_conflicts`]).
 pub async fn insert_group_passing_conflicts(
     engine: &Engine,
     ex: &mut dyn Exec,
     group: &[&Prepared],
     isolate: bool,
-) -> Result<Option<Vec<(usize, Row)>>, StorageError> {
+) -> Result<Passed, StorageError> {
     let first = group[0];
     let e = first.entity.as_ref();
     let d = engine.storage.dialect();
     let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
     let args = group_args(group, columns.len());
+    let Some(at) = entity::told_apart(e, &columns, &args) else {
+        return Ok(Passed::Unmatched);
+    };
     savepoint(ex, isolate).await?;
-    let result = entity::insert_many_passing_conflicts(ex, d, e, &columns, &args).await;
-    let inserted = settle(ex, isolate, result).await?;
-    Ok(inserted.ok().flatten())
+    let result = entity::insert_many_passing_conflicts(ex, d, e, &columns, &args, &at).await;
+    Ok(match settle(ex, isolate, result).await? {
+        Ok(placed) => Passed::Placed(placed),
+        Err(_) => Passed::Broken,
+    })
 }
 
 /// The values of a group's calls, row after row.

@@ -507,30 +507,17 @@ fn unnest_insert<'a>(
     (insert, params)
 }
 
-/// Inserts rows as [`insert_many`] does with arrays, passing over every row that would break a
-/// unique index (`ON CONFLICT DO NOTHING`), whether another row of the table already holds its
-/// key or an earlier row of the same statement does. Returns, for each row inserted, where it
-/// is among the rows and the whole row, in insertion order. `None`, with nothing inserted,
-/// where the rows inserted could not be told apart by their values: unless every bound
-/// value is stored exactly as given (an integer, a boolean or a text in a column of that
-/// type). Other broken constraints (a reference, a required value) fail the statement.
-pub async fn insert_many_passing_conflicts(
-    ex: &mut dyn Exec,
-    d: Dialect,
-    e: &Entity,
-    columns: &[&str],
-    args: &[&Value],
-) -> Result<Option<Vec<(usize, Row)>>> {
+/// Where each of the bound `columns` is among the columns of `e`, when the rows `args` could be
+/// told apart by their values once stored: every bound value is stored exactly as given (an
+/// integer, a boolean or a text in a column of that type), and each column holds values of one
+/// kind. `None` otherwise. What [`insert_many_passing_conflicts`] needs.
+pub fn told_apart(e: &Entity, columns: &[&str], args: &[&Value]) -> Option<Vec<usize>> {
     let width = columns.len();
-    let rows = args.len().checked_div(width).unwrap_or(0);
-    let arrays = ex.binds_arrays();
-    if rows == 0 || !one_kind_per_column(args, width) {
-        return Ok(None);
+    if args.len() < width || !one_kind_per_column(args, width) {
+        return None;
     }
-    // Where each bound column is among the entity's columns, when its values (all of the
-    // first row's kinds) are exact.
     let all: Vec<&str> = e.columns().collect();
-    let at: Option<Vec<usize>> = columns
+    columns
         .iter()
         .zip(args)
         .map(|(c, v)| {
@@ -542,8 +529,26 @@ pub async fn insert_many_passing_conflicts(
             );
             exact.then(|| all.iter().position(|a| a == c)).flatten()
         })
-        .collect();
-    let Some(at) = at else { return Ok(None) };
+        .collect()
+}
+
+/// Inserts rows as [`insert_many`] does, passing over every row that would break a unique
+/// index (`ON CONFLICT DO NOTHING`), whether another row of the table already holds its key or
+/// an earlier row of the same statement does. Returns, for each row inserted, where it is among
+/// the rows and the whole row, in insertion order: the rows are told apart by the values of
+/// the bound columns, which are the columns `at` of `e` (see [`told_apart`]). Other broken
+/// constraints (a reference, a required value) fail the statement.
+pub async fn insert_many_passing_conflicts(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    columns: &[&str],
+    args: &[&Value],
+    at: &[usize],
+) -> Result<Vec<(usize, Row)>> {
+    let width = columns.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    let arrays = ex.binds_arrays();
     let cols: Vec<String> = columns.iter().map(|c| d.quote(c)).collect();
     let passing = format!("ON CONFLICT DO NOTHING RETURNING {}", column_list(d, e));
     let mut out = if arrays {
@@ -577,7 +582,7 @@ pub async fn insert_many_passing_conflicts(
         };
         placed.push((k, row));
     }
-    Ok(Some(placed))
+    Ok(placed)
 }
 
 /// Where each column of `e` after `id` is among the bound `columns`, when every one is bound
