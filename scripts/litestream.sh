@@ -46,8 +46,7 @@ for _ in $(seq 1 120); do
   curl -s -o /dev/null http://127.0.0.1:8333 && break
   sleep 0.5
 done
-echo "s3.bucket.create -name replicas" | "$weed" shell -master=127.0.0.1:9333 >"$tmp/shell.log" 2>&1 \
-  || { cat "$tmp/shell.log"; exit 1; }
+scripts/weed-bucket.sh "$weed" replicas "$tmp/shell.log"
 
 port=18477
 ENTISERVE_ADMIN_PASSWORD="$PASSWORD" RUST_LOG=warn "$BIN" serve --bind "127.0.0.1:$port" \

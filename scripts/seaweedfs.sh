@@ -37,8 +37,7 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 curl -s -o /dev/null http://127.0.0.1:8333 || { cat "$dir/weed.log" >&2; exit 1; }
-echo "s3.bucket.create -name entiserve-tests" | "$weed" shell -master=127.0.0.1:9333 \
-  >"$dir/shell.log" 2>&1 || { cat "$dir/shell.log" >&2; exit 1; }
+"$(dirname "$0")/weed-bucket.sh" "$weed" entiserve-tests "$dir/shell.log"
 cat <<ENV
 export TEST_S3_URL=s3://entiserve-tests
 export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID

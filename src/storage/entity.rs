@@ -513,7 +513,7 @@ fn unnest_insert<'a>(
 /// kind. `None` otherwise. What [`insert_many_passing_conflicts`] needs.
 pub fn told_apart(e: &Entity, columns: &[&str], args: &[&Value]) -> Option<Vec<usize>> {
     let width = columns.len();
-    if args.len() < width || !one_kind_per_column(args, width) {
+    if width == 0 || args.len() < width || !one_kind_per_column(args, width) {
         return None;
     }
     let all: Vec<&str> = e.columns().collect();
