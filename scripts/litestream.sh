@@ -40,6 +40,7 @@ cleanup() {
 trap cleanup EXIT
 
 export AWS_ACCESS_KEY_ID=entiserve AWS_SECRET_ACCESS_KEY=entiserve-secret
+scripts/weed-free.sh
 "$weed" mini -dir="$tmp/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 >"$tmp/weed.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 120); do

@@ -12,8 +12,16 @@ dir="${2:?a directory for the data of the store}"
 
 case "$cmd" in
   stop)
+    # Returns once the server is gone: another started at once would otherwise find its ports
+    # taken, and `weed mini` then moves to others.
     if [ -f "$dir/weed.pid" ]; then
-      kill "$(cat "$dir/weed.pid")" 2>/dev/null || true
+      pid=$(cat "$dir/weed.pid")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -9 "$pid" 2>/dev/null || true
       rm -f "$dir/weed.pid"
     fi
     exit 0
@@ -30,6 +38,7 @@ fi
 weed="$tools/venv/bin/weed"
 mkdir -p "$dir/data"
 export AWS_ACCESS_KEY_ID=entiserve AWS_SECRET_ACCESS_KEY=entiserve-secret
+scripts/weed-free.sh
 nohup "$weed" mini -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 >"$dir/weed.log" 2>&1 &
 echo $! >"$dir/weed.pid"
 for _ in $(seq 1 120); do

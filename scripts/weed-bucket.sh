@@ -5,8 +5,10 @@
 #   scripts/weed-bucket.sh WEED BUCKET LOG
 #
 # `weed shell` has been seen to fail, or to hang after reading its command, when it ran before
-# the filer was up. It runs once the filer answers, each call of it is bounded, and what counts
-# is that the bucket is listed afterwards: up to 3 attempts.
+# the filer was up, or when the master was not on port 9333 (`weed mini` moves to another port
+# when one is taken: start it once the ports are free, see scripts/weed-free.sh). It runs once
+# the filer answers, each call of it is bounded, and what counts is that the bucket is listed
+# afterwards: up to 3 attempts.
 set -euo pipefail
 weed=$1
 bucket=$2
