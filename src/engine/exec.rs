@@ -272,11 +272,8 @@ pub async fn insert_group(
     isolate: bool,
     full: bool,
 ) -> Result<Grouped, StorageError> {
-    let first = group[0];
-    let e = first.entity.as_ref();
     let d = engine.storage.dialect();
-    let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
-    let args = group_args(group, columns.len());
+    let (e, columns, args) = group_rows(group);
     savepoint(ex, isolate).await?;
     let result = entity::insert_many(ex, d, e, &columns, &args, full).await;
     let inserted = settle(ex, isolate, result).await?;
@@ -307,11 +304,8 @@ pub async fn insert_group_passing_conflicts(
     group: &[&Prepared],
     isolate: bool,
 ) -> Result<Passed, StorageError> {
-    let first = group[0];
-    let e = first.entity.as_ref();
     let d = engine.storage.dialect();
-    let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
-    let args = group_args(group, columns.len());
+    let (e, columns, args) = group_rows(group);
     let Some(at) = entity::told_apart(e, &columns, &args) else {
         return Ok(Passed::Unmatched);
     };
@@ -323,13 +317,15 @@ pub async fn insert_group_passing_conflicts(
     })
 }
 
-/// The values of a group's calls, row after row.
-fn group_args<'a>(group: &[&'a Prepared], width: usize) -> Vec<&'a Value> {
-    let mut args: Vec<&Value> = Vec::with_capacity(group.len() * width);
+/// A group's entity, the columns its calls write, and their values, row after row.
+fn group_rows<'a>(group: &[&'a Prepared]) -> (&'a Entity, Vec<&'a str>, Vec<&'a Value>) {
+    let first = group[0];
+    let columns: Vec<&str> = first.values.iter().map(|(c, _)| c.as_str()).collect();
+    let mut args: Vec<&Value> = Vec::with_capacity(group.len() * columns.len());
     for p in group {
         args.extend(p.values.iter().map(|(_, v)| v));
     }
-    args
+    (first.entity.as_ref(), columns, args)
 }
 
 /// Before a group's statement: a savepoint with `isolate`.

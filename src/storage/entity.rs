@@ -432,10 +432,8 @@ pub async fn insert_many(
         }
     } else {
         let sql = format!(
-            "INSERT INTO {} ({}) VALUES {} RETURNING {returning}",
-            d.quote(&e.name),
-            cols.join(", "),
-            d.value_groups(width, rows, 1),
+            "{} RETURNING {returning}",
+            values_insert(d, e, &cols, width, rows)
         );
         let args: Vec<Value> = args.iter().map(|v| (*v).clone()).collect();
         ex.fetch(&sql, &args, &types).await?
@@ -507,6 +505,16 @@ fn unnest_insert<'a>(
     (insert, params)
 }
 
+/// `INSERT INTO e (columns) VALUES (...), ...` for `rows` rows of `width` parameters each.
+fn values_insert(d: Dialect, e: &Entity, cols: &[String], width: usize, rows: usize) -> String {
+    format!(
+        "INSERT INTO {} ({}) VALUES {}",
+        d.quote(&e.name),
+        cols.join(", "),
+        d.value_groups(width, rows, 1),
+    )
+}
+
 /// Where each of the bound `columns` is among the columns of `e`, when the rows `args` could be
 /// told apart by their values once stored: every bound value is stored exactly as given (an
 /// integer, a boolean or a text in a column of that type), and each column holds values of one
@@ -557,12 +565,7 @@ pub async fn insert_many_passing_conflicts(
         ex.fetch_columns(&sql, &params, &e.col_types(), Returned::Rows)
             .await?
     } else {
-        let sql = format!(
-            "INSERT INTO {} ({}) VALUES {} {passing}",
-            d.quote(&e.name),
-            cols.join(", "),
-            d.value_groups(width, rows, 1),
-        );
+        let sql = format!("{} {passing}", values_insert(d, e, &cols, width, rows));
         let args: Vec<Value> = args.iter().map(|v| (*v).clone()).collect();
         ex.fetch(&sql, &args, &e.col_types()).await?
     };
