@@ -62,14 +62,20 @@ impl Auth {
         }
     }
 
-    /// Checks a login and password from a client at `addr`: a remembered credential at once;
-    /// otherwise, unless failures from there are being throttled, against the stored hash.
+    /// Checks a login and password from a client at `addr`. The throttle decides first: while
+    /// failures from there close the login, every attempt is refused whatever its password.
+    /// Otherwise a remembered credential passes at once, and anything else is checked against
+    /// the stored hash as one counted attempt.
     pub async fn basic(
         &self,
         login: &str,
         password: &str,
         addr: Option<IpAddr>,
     ) -> Result<Caller, AuthError> {
+        if let Some(secs) = self.throttle.closed(login, addr) {
+            tracing::debug!(login, client = ?addr, retry_after = secs, "sign-in throttled");
+            return Err(AuthError::Throttled(secs));
+        }
         let key = self.cache.digest("basic", &[login, password]);
         if let Some(c) = self.cache.get(&key) {
             return Ok(c);
@@ -103,15 +109,28 @@ impl Auth {
         addr: Option<IpAddr>,
         key: cache::Digest,
     ) -> Result<Caller, AuthError> {
-        if let Err(secs) = self.throttle.attempt(login, addr) {
-            tracing::debug!(login, client = ?addr, retry_after = secs, "sign-in throttled");
-            return Err(AuthError::Throttled(secs));
+        let admitted = match self.throttle.attempt(login, addr) {
+            Ok(admitted) => admitted,
+            Err(secs) => {
+                tracing::debug!(login, client = ?addr, retry_after = secs, "sign-in throttled");
+                return Err(AuthError::Throttled(secs));
+            }
+        };
+        match self.check_password(login, password, key).await {
+            Ok(caller) => {
+                self.throttle.succeeded(login, addr);
+                Ok(caller)
+            }
+            Err(AuthError::BadPassword) => {
+                self.throttle.failed(login, addr, &admitted);
+                // Past the free failures, a wrong password is told when to try again.
+                Err(match admitted.wait_if_wrong {
+                    Some(secs) => AuthError::Throttled(secs),
+                    None => AuthError::BadPassword,
+                })
+            }
+            Err(e) => Err(e),
         }
-        let checked = self.check_password(login, password, key).await;
-        if checked.is_ok() {
-            self.throttle.succeeded(login, addr);
-        }
-        checked
     }
 
     async fn check_password(

@@ -1,13 +1,21 @@
 //! Throttling of failed sign-ins. Failures are counted per login and client address together,
 //! and per client address alone. A few failures in a window are free; past them, every further
 //! failure closes that key for a time that doubles with each one (1 s, 2 s, 4 s, ... up to
-//! 15 minutes), and attempts while it is closed are refused without a password check (429 with
-//! `Retry-After`). A sign-in with the right password resets its login-and-address key, so the
-//! real user is never locked out by someone guessing from another address.
+//! 15 minutes).
+//!
+//! The throttle decides before any credential is compared, the credential cache included:
+//! while a key is closed, every attempt is refused (429 with `Retry-After`) whatever its
+//! password, and is not counted. Once the wait has passed, the next attempt is checked: a right
+//! password signs in and forgets that login's failures; a wrong one closes the key again for
+//! twice as long. A client that waits as told always gets its right password checked. An
+//! admitted attempt counts as a failure (and closes its key when past the free ones) until
+//! [`Throttle::succeeded`] says otherwise, so attempts arriving together while one is checked
+//! are refused rather than checked in parallel.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Failures of one login from one address before attempts are slowed (the default of the
@@ -38,10 +46,22 @@ struct Entry {
     closed_until: Instant,
 }
 
+/// An attempt the throttle let through to the password check.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// When the password turns out wrong: the seconds its keys are now closed for, if this
+    /// failure was past the free ones (the answer is then 429 rather than 401).
+    pub wait_if_wrong: Option<u64>,
+}
+
 /// Failed sign-ins, counted in memory.
 pub struct Throttle {
     entries: Mutex<HashMap<Key, Entry>>,
     free: u32,
+    /// The latest time any key is closed until, in milliseconds since `epoch`: while it lies
+    /// in the past no key is closed, and [`Throttle::closed`] answers without the lock.
+    closed_any_until: AtomicU64,
+    epoch: Instant,
 }
 
 impl Default for Throttle {
@@ -57,7 +77,13 @@ impl Throttle {
         Throttle {
             entries: Mutex::new(HashMap::new()),
             free: free.max(1),
+            closed_any_until: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
+    }
+
+    fn millis(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_millis() as u64
     }
 
     fn keys(
@@ -80,20 +106,38 @@ impl Throttle {
         keys
     }
 
-    /// Counts a sign-in attempt for `login` from `addr` before its password is checked, or
-    /// refuses it with the seconds to wait. Every attempt counts as a failure until
-    /// [`Throttle::succeeded`] says otherwise, so no more than the free failures of a key are
-    /// ever checked, however many arrive at once.
-    pub fn attempt(&self, login: &str, addr: Option<IpAddr>) -> Result<(), u64> {
-        let now = Instant::now();
-        let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let keys = self.keys(&map, login, addr, now);
-        let wait = keys
-            .iter()
+    /// How long the keys of `keys` stay closed from `now` (zero when all are open).
+    fn wait_of(map: &HashMap<Key, Entry>, keys: &[(Key, u32)], now: Instant) -> Duration {
+        keys.iter()
             .filter_map(|(k, _)| map.get(k))
             .map(|e| e.closed_until.saturating_duration_since(now))
             .max()
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// The seconds to wait when a sign-in of `login` from `addr` is refused now, without
+    /// counting anything. Asked before any credential is compared, the remembered ones
+    /// included; free of locking while no key at all is closed.
+    pub fn closed(&self, login: &str, addr: Option<IpAddr>) -> Option<u64> {
+        let now = Instant::now();
+        if self.closed_any_until.load(Ordering::Relaxed) <= self.millis(now) {
+            return None;
+        }
+        let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let keys = self.keys(&map, login, addr, now);
+        let wait = Self::wait_of(&map, &keys, now);
+        (!wait.is_zero()).then(|| secs(wait))
+    }
+
+    /// Counts a sign-in attempt for `login` from `addr` before its password is checked, or
+    /// refuses it with the seconds to wait while one of its keys is closed. An admitted
+    /// attempt counts as a failure until [`Throttle::succeeded`] says otherwise; past the free
+    /// failures it closes its keys at once, so attempts arriving while it is checked wait.
+    pub fn attempt(&self, login: &str, addr: Option<IpAddr>) -> Result<Admitted, u64> {
+        let now = Instant::now();
+        let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let keys = self.keys(&map, login, addr, now);
+        let wait = Self::wait_of(&map, &keys, now);
         if !wait.is_zero() {
             return Err(secs(wait));
         }
@@ -123,19 +167,31 @@ impl Throttle {
             }
         }
         if wait.is_zero() {
-            return Ok(());
+            return Ok(Admitted {
+                wait_if_wrong: None,
+            });
         }
-        tracing::warn!(
-            login,
-            client = ?addr,
-            wait_secs = secs(wait),
-            "too many failed sign-ins: further attempts wait"
-        );
-        Err(secs(wait))
+        self.closed_any_until
+            .fetch_max(self.millis(now + wait), Ordering::Relaxed);
+        Ok(Admitted {
+            wait_if_wrong: Some(secs(wait)),
+        })
+    }
+
+    /// The attempt turned out wrong after all: logged when it closed its keys.
+    pub fn failed(&self, login: &str, addr: Option<IpAddr>, admitted: &Admitted) {
+        if let Some(wait_secs) = admitted.wait_if_wrong {
+            tracing::warn!(
+                login,
+                client = ?addr,
+                wait_secs,
+                "too many failed sign-ins: further attempts wait"
+            );
+        }
     }
 
     /// The attempt's password was right: its login-and-address failures are forgotten, and
-    /// the address is not charged for it.
+    /// the address is neither charged nor closed for it.
     pub fn succeeded(&self, login: &str, addr: Option<IpAddr>) {
         let now = Instant::now();
         let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -152,6 +208,9 @@ impl Throttle {
             && let Some(e) = map.get_mut(&Key::Address(a))
         {
             e.failures = e.failures.saturating_sub(1);
+            if e.failures <= self.free.saturating_mul(ADDRESS_FACTOR) {
+                e.closed_until = e.closed_until.min(now);
+            }
         }
     }
 }
@@ -164,44 +223,64 @@ fn secs(d: Duration) -> u64 {
 mod tests {
     use super::*;
 
+    const FREE: Admitted = Admitted {
+        wait_if_wrong: None,
+    };
+
+    fn past_free(secs: u64) -> Result<Admitted, u64> {
+        Ok(Admitted {
+            wait_if_wrong: Some(secs),
+        })
+    }
+
+    /// Pretends every wait is over.
+    fn reopen(t: &Throttle) {
+        for e in t.entries.lock().unwrap().values_mut() {
+            e.closed_until = Instant::now();
+        }
+    }
+
     #[test]
     fn free_attempts_then_growing_waits_per_login_and_address() {
         let t = Throttle::default();
         let a: Option<IpAddr> = Some("10.0.0.1".parse().unwrap());
         let b: Option<IpAddr> = Some("10.0.0.2".parse().unwrap());
         for _ in 0..FREE_PER_LOGIN {
-            assert_eq!(t.attempt("admin", a), Ok(()));
+            assert_eq!(t.attempt("admin", a), Ok(FREE));
         }
-        assert_eq!(t.attempt("admin", a), Err(1));
-        assert!(
-            t.attempt("Admin", a).is_err(),
-            "logins compare without case"
-        );
+        assert_eq!(t.attempt("admin", a), past_free(1), "checked, and closes");
+        assert_eq!(t.closed("Admin", a), Some(1), "logins compare without case");
+        assert!(t.attempt("Admin", a).is_err());
         // Another address, and another login from the same address, are not affected.
-        assert_eq!(t.attempt("admin", b), Ok(()));
-        assert_eq!(t.attempt("alice", a), Ok(()));
+        assert_eq!(t.closed("admin", b), None);
+        assert_eq!(t.attempt("admin", b), Ok(FREE));
+        assert_eq!(t.attempt("alice", a), Ok(FREE));
         t.succeeded("admin", a);
-        assert_eq!(t.attempt("admin", a), Ok(()));
+        assert_eq!(t.closed("admin", a), None);
+        assert_eq!(t.attempt("admin", a), Ok(FREE));
     }
 
     #[test]
-    fn the_wait_doubles_with_each_failure_past_the_free_ones() {
+    fn once_the_wait_is_over_the_next_attempt_is_checked_and_the_wait_doubles() {
         let t = Throttle::default();
         let a: Option<IpAddr> = Some("10.0.0.5".parse().unwrap());
         for _ in 0..FREE_PER_LOGIN {
             t.attempt("bob", a).unwrap();
         }
-        assert_eq!(t.attempt("bob", a), Err(1));
-        // Pretend the wait is over.
-        let reopen = |t: &Throttle| {
-            for e in t.entries.lock().unwrap().values_mut() {
-                e.closed_until = Instant::now();
-            }
-        };
+        assert_eq!(t.attempt("bob", a), past_free(1));
+        // Attempts while closed are refused and not counted.
+        for _ in 0..10 {
+            assert_eq!(t.attempt("bob", a), Err(1));
+        }
         reopen(&t);
-        assert_eq!(t.attempt("bob", a), Err(2));
+        assert_eq!(t.closed("bob", a), None);
+        assert_eq!(t.attempt("bob", a), past_free(2));
         reopen(&t);
-        assert_eq!(t.attempt("bob", a), Err(4));
+        assert_eq!(t.attempt("bob", a), past_free(4));
+        // This one was right: bob is free again.
+        t.succeeded("bob", a);
+        assert_eq!(t.closed("bob", a), None);
+        assert_eq!(t.attempt("bob", a), Ok(FREE));
     }
 
     #[test]
@@ -209,14 +288,26 @@ mod tests {
         let t = Throttle::default();
         let a: Option<IpAddr> = Some("10.0.0.9".parse().unwrap());
         for i in 0..FREE_PER_LOGIN * ADDRESS_FACTOR {
-            assert_eq!(t.attempt(&format!("user{i}"), a), Ok(()));
+            assert_eq!(t.attempt(&format!("user{i}"), a), Ok(FREE));
         }
-        assert!(t.attempt("someone", a).is_err());
+        assert_eq!(t.attempt("someone", a), past_free(1));
         assert!(t.attempt("anyone", a).is_err());
-        assert!(
-            t.attempt("anyone", Some("10.0.0.10".parse().unwrap()))
-                .is_ok()
+        assert_eq!(
+            t.attempt("anyone", Some("10.0.0.10".parse().unwrap())),
+            Ok(FREE)
         );
+    }
+
+    #[test]
+    fn a_right_password_past_the_address_budget_does_not_close_the_address() {
+        let t = Throttle::default();
+        let a: Option<IpAddr> = Some("10.0.0.30".parse().unwrap());
+        for i in 0..FREE_PER_LOGIN * ADDRESS_FACTOR {
+            t.attempt(&format!("user{i}"), a).unwrap();
+        }
+        assert_eq!(t.attempt("erin", a), past_free(1));
+        t.succeeded("erin", a);
+        assert_eq!(t.closed("frank", a), None);
     }
 
     #[test]
@@ -229,6 +320,6 @@ mod tests {
             let _ = t.attempt(&format!("sprayed{i}"), a);
         }
         assert!(t.attempt("dave", a).is_err(), "the address is closed");
-        assert_eq!(t.attempt("carol", a), Ok(()), "but not for carol");
+        assert_eq!(t.attempt("carol", a), Ok(FREE), "but not for carol");
     }
 }
