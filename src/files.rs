@@ -14,12 +14,44 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 /// A failure of the file storage.
 #[derive(Debug, thiserror::Error)]
-#[error("file storage: {0}")]
-pub struct FileError(pub String);
+#[error("file storage: {message}")]
+pub struct FileError {
+    pub message: String,
+    /// The disk or the store is full.
+    pub full: bool,
+}
+
+impl FileError {
+    fn new(message: impl Into<String>) -> FileError {
+        FileError {
+            message: message.into(),
+            full: false,
+        }
+    }
+}
+
+impl From<FileError> for crate::storage::StorageError {
+    fn from(e: FileError) -> Self {
+        if e.full {
+            crate::storage::StorageError::Full(e.to_string())
+        } else {
+            crate::storage::StorageError::Database(e.to_string())
+        }
+    }
+}
 
 fn err(e: impl std::fmt::Display) -> FileError {
     crate::telemetry::store_error();
-    FileError(e.to_string())
+    FileError::new(e.to_string())
+}
+
+/// A failure of the local directory: [`FileError::full`] when the disk is full.
+fn io_err(e: std::io::Error) -> FileError {
+    crate::telemetry::store_error();
+    FileError {
+        full: crate::storage::is_out_of_space(&e),
+        message: e.to_string(),
+    }
 }
 
 /// What is known of a stored file without reading it.
@@ -77,7 +109,7 @@ fn checked(key: &str) -> Result<&str, FileError> {
     if valid_key(key) {
         Ok(key)
     } else {
-        Err(FileError(format!("invalid key `{key}`")))
+        Err(FileError::new(format!("invalid key `{key}`")))
     }
 }
 
@@ -142,7 +174,7 @@ impl Files {
                     return Ok(());
                 };
                 if tokio::fs::rename(from, &to).await.is_err() {
-                    tokio::fs::copy(from, &to).await.map_err(err)?;
+                    tokio::fs::copy(from, &to).await.map_err(io_err)?;
                     let _ = tokio::fs::remove_file(from).await;
                 }
                 Ok(())
@@ -165,7 +197,7 @@ impl Files {
                 let Some(to) = local_target(d, key, from).await? else {
                     return Ok(());
                 };
-                tokio::fs::copy(from, &to).await.map_err(err)?;
+                tokio::fs::copy(from, &to).await.map_err(io_err)?;
                 Ok(())
             }
             At::Store(p) => p.upload(from, key).await.map_err(|e| err(format!("{e:#}"))),
@@ -210,7 +242,7 @@ impl Files {
         let key = checked(key)?;
         match &self.at {
             At::Local(d) => {
-                let mut f = tokio::fs::File::open(d.join(key)).await.map_err(err)?;
+                let mut f = tokio::fs::File::open(d.join(key)).await.map_err(io_err)?;
                 f.seek(std::io::SeekFrom::Start(range.start))
                     .await
                     .map_err(err)?;
@@ -244,19 +276,19 @@ impl Files {
             return Ok(false);
         };
         if let Some(dir) = to.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(err)?;
+            tokio::fs::create_dir_all(dir).await.map_err(io_err)?;
         }
         let partial = to.with_extension("fetching");
-        let mut out = tokio::fs::File::create(&partial).await.map_err(err)?;
+        let mut out = tokio::fs::File::create(&partial).await.map_err(io_err)?;
         let mut bytes = self.read(key, 0..meta.size).await?;
         while let Some(chunk) = bytes.next().await {
             let chunk = chunk.map_err(err)?;
             tokio::io::AsyncWriteExt::write_all(&mut out, &chunk)
                 .await
-                .map_err(err)?;
+                .map_err(io_err)?;
         }
-        out.sync_all().await.map_err(err)?;
-        tokio::fs::rename(&partial, to).await.map_err(err)?;
+        out.sync_all().await.map_err(io_err)?;
+        tokio::fs::rename(&partial, to).await.map_err(io_err)?;
         Ok(true)
     }
 
@@ -358,7 +390,7 @@ async fn local_target(d: &Path, key: &str, from: &Path) -> Result<Option<PathBuf
         return Ok(None);
     }
     if let Some(dir) = to.parent() {
-        tokio::fs::create_dir_all(dir).await.map_err(err)?;
+        tokio::fs::create_dir_all(dir).await.map_err(io_err)?;
     }
     Ok(Some(to))
 }

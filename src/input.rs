@@ -36,20 +36,34 @@ pub fn idempotency_key(header: Option<&str>) -> Result<Option<String>, String> {
     }
 }
 
-/// A CSV file's separator from its header line: `;` or `,`, whichever occurs more often
-/// outside quotes (`,` on a tie). Reads up to the first line feed outside quotes.
+/// The separators a CSV file may use, in the order that wins a tie.
+pub const SEPARATORS: [u8; 4] = [b',', b';', b'\t', b'|'];
+
+/// A CSV file's separator from its header line: `,`, `;`, tab or `|`, whichever occurs most
+/// often outside quotes (earlier in [`SEPARATORS`] on a tie, `,` when none occurs). Reads up
+/// to the first line feed outside quotes.
 pub fn separator(header_line: &[u8]) -> u8 {
-    let (mut semis, mut commas, mut quoted) = (0, 0, false);
+    let mut counts = [0usize; SEPARATORS.len()];
+    let mut quoted = false;
     for &b in header_line {
         match b {
             b'"' => quoted = !quoted,
-            b';' if !quoted => semis += 1,
-            b',' if !quoted => commas += 1,
             b'\n' if !quoted => break,
+            _ if !quoted => {
+                if let Some(i) = SEPARATORS.iter().position(|&s| s == b) {
+                    counts[i] += 1;
+                }
+            }
             _ => {}
         }
     }
-    if semis > commas { b';' } else { b',' }
+    let mut best = 0;
+    for i in 1..SEPARATORS.len() {
+        if counts[i] > counts[best] {
+            best = i;
+        }
+    }
+    SEPARATORS[best]
 }
 
 #[cfg(test)]
@@ -93,5 +107,9 @@ mod tests {
         assert_eq!(separator(b"op;name\n1,2,3,4"), b';');
         assert_eq!(separator(b"op,name,\"a;b;c\"\n"), b',');
         assert_eq!(separator(b"op"), b',');
+        assert_eq!(separator(b"op\tid\tsku\tname\n"), b'\t');
+        assert_eq!(separator(b"op|id|sku|name\n"), b'|');
+        assert_eq!(separator(b"op|id|\"a,b,c,d\"\n"), b'|');
+        assert_eq!(separator(b"op;name\tx;y\n"), b';');
     }
 }

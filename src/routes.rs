@@ -41,6 +41,7 @@ const GET: &[&str] = &["GET"];
 /// Every route. Static segments win over `:name` ones, so `/bgrs/:rid` is never an entity's
 /// item route.
 pub const ROUTES: &[Route] = &[
+    fixed("/", GET),
     Route {
         unprefixed_only: true,
         ..fixed("/healthz", GET)
@@ -143,6 +144,7 @@ pub fn reserved_names() -> impl Iterator<Item = &'static str> {
         .iter()
         .filter(|r| r.owner == Owner::Fixed)
         .filter_map(|r| r.path.trim_start_matches('/').split('/').next())
+        .filter(|n| !n.is_empty())
 }
 
 #[cfg(test)]

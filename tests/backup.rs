@@ -258,7 +258,10 @@ async fn altered_cut_off_and_misplaced_restores_are_refused() {
     let why = backup::restore(&taken, busy.path())
         .unwrap_err()
         .to_string();
-    assert!(why.contains("not empty"), "{why}");
+    assert!(
+        why.contains("the target is not empty: nothing was restored"),
+        "{why}"
+    );
 
     // One byte altered: refused before anything is written, naming the file.
     let db = taken.join(backup::DATABASE);
@@ -277,7 +280,10 @@ async fn altered_cut_off_and_misplaced_restores_are_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("entiserve.db: does not match"), "{err}");
+    assert!(
+        err.contains("`entiserve.db` does not match its checksum: nothing was restored"),
+        "{err}"
+    );
     assert!(!target_dir.exists(), "nothing written");
     app.stop().await;
 

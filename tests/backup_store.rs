@@ -232,7 +232,10 @@ async fn backups_in_an_object_store_are_listed_pruned_checked_and_restored() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("entiserve.db: does not match"), "{err}");
+    assert!(
+        err.contains("`entiserve.db` does not match its checksum"),
+        "{err}"
+    );
     assert!(!into.exists(), "nothing written");
     let leftovers: Vec<_> = std::fs::read_dir(fresh.path()).unwrap().collect();
     assert!(leftovers.is_empty(), "no scratch left: {leftovers:?}");

@@ -325,7 +325,8 @@ fn refuse_non_empty(data_dir: &Path) -> anyhow::Result<()> {
         && entries.next().is_some()
     {
         bail!(
-            "{} is not empty: a restore goes into an empty directory",
+            "the target is not empty: nothing was restored ({} holds files; a restore goes \
+             into an empty or absent directory)",
             data_dir.display()
         );
     }
@@ -358,10 +359,10 @@ pub fn verify(from: &Path) -> anyhow::Result<Manifest> {
         let (size, sha) = hash_file(&p).with_context(|| format!("{}: missing", e.path))?;
         if size != e.size || sha != e.sha256 {
             bail!(
-                "{}: does not match the manifest (size {size}, expected {}; checksum differs: {})",
+                "`{}` does not match its checksum: nothing was restored (the backup is damaged: \
+                 {size} bytes where the manifest says {}; restore another backup)",
                 e.path,
                 e.size,
-                sha != e.sha256
             );
         }
     }

@@ -198,7 +198,8 @@ pub async fn restore_into(
     for folder in crate::files::KEPT {
         if let Some((rel, _)) = place.child(folder).list_all().await?.first() {
             anyhow::bail!(
-                "{url} already holds files ({folder}/{rel}): restore into an empty store or prefix"
+                "the target is not empty: nothing was restored ({url} already holds \
+                 {folder}/{rel}; restore into an empty store or prefix)"
             );
         }
     }

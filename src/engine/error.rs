@@ -37,6 +37,8 @@ pub enum CallError {
     Referenced { by: Vec<String> },
     /// A storage failure; details are logged, not shown.
     Internal,
+    /// The disk or the store is full: nothing was applied.
+    InsufficientStorage,
     /// The call succeeded but was not applied: `failed` (`line 7`, `item 3`) failed in the
     /// same all-or-nothing request.
     NotApplied { failed: String },
@@ -65,6 +67,7 @@ impl CallError {
             | CallError::Referenced { .. }
             | CallError::NotApplied { .. } => 409,
             CallError::Internal => 500,
+            CallError::InsufficientStorage => 507,
             CallError::ChangedElsewhere(_) => 503,
         }
     }
@@ -81,6 +84,7 @@ impl CallError {
             CallError::Conflict { .. } | CallError::KeyTaken { .. } => "conflict",
             CallError::Referenced { .. } => "referenced",
             CallError::Internal => "internal_error",
+            CallError::InsufficientStorage => "insufficient_storage",
             CallError::NotApplied { .. } => "not_applied",
             CallError::ChangedElsewhere(_) => "unavailable",
         }
@@ -130,6 +134,11 @@ impl CallError {
                 "the object is still referenced by other objects".into()
             }
             CallError::Internal => "the server failed to handle this request".into(),
+            CallError::InsufficientStorage => {
+                "the server's disk or file store is full: nothing was applied; try again once \
+                 space is freed"
+                    .into()
+            }
             CallError::NotApplied { failed } => {
                 format!("not applied: {failed} failed, and all or nothing was asked for")
             }

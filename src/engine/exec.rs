@@ -26,7 +26,9 @@ pub async fn execute(
     if isolate
         && matches!(
             result,
-            Err(StorageError::Database(_) | StorageError::Contention { .. })
+            Err(StorageError::Database(_)
+                | StorageError::Contention { .. }
+                | StorageError::Full(_))
         )
     {
         let _ = ex.execute("ROLLBACK TO SAVEPOINT item", &[]).await;
@@ -106,7 +108,13 @@ async fn outcome_of(
         Err(StorageError::ForeignKey) => Err(CallError::InvalidReference {
             field: missing_reference(engine, p).await,
         }),
-        Err(e @ (StorageError::Database(_) | StorageError::Contention { .. })) => return Err(e),
+        Err(
+            e @ (StorageError::Database(_)
+            | StorageError::Contention { .. }
+            | StorageError::Full(_)),
+        ) => {
+            return Err(e);
+        }
     })
 }
 

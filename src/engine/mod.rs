@@ -258,8 +258,13 @@ fn changed_user(p: &prepare::Prepared, obj: &Json) -> Option<i64> {
     }
 }
 
-/// Logs a storage failure and hides it behind [`CallError::Internal`].
+/// Logs a storage failure and hides it behind [`CallError::Internal`], or, when the disk or
+/// the store is full, [`CallError::InsufficientStorage`].
 pub fn internal(e: crate::storage::StorageError) -> CallError {
+    if let crate::storage::StorageError::Full(m) = &e {
+        tracing::error!(error = %m, "out of space");
+        return CallError::InsufficientStorage;
+    }
     tracing::error!(error = %e, "storage failure");
     CallError::Internal
 }

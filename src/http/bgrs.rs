@@ -341,10 +341,18 @@ impl BgrsApi {
         Data(state): Data<&Arc<AppState>>,
     ) -> Reply<Undoing, { SIGNED | E404 | E409 | E410 }> {
         let r = undoable(state, &caller, &rid).await?;
+        if let Some(undo) = crate::jobs::undo::undone_by(&state.jobs, &r.rid).await? {
+            return Err(ApiError::AlreadyUndone(format!(
+                "background request `{}` was already undone by `{undo}`; to put its changes \
+                 back, undo `{undo}`",
+                r.rid
+            ))
+            .into());
+        }
         let total = crate::jobs::undo::recorded(&state.jobs, &r.rid).await?;
         let req = crate::jobs::queue::NewRequest {
             user_id: caller.id,
-            name: format!("POST /bgrs/{}/undo", r.rid),
+            name: crate::jobs::undo::request_name(&r.rid),
             kind: crate::jobs::kinds::KindId::Undo,
             entity: r.entity.clone(),
             params: crate::jobs::undo::params_of(&r),

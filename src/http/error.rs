@@ -24,6 +24,9 @@ pub enum ApiError {
     /// The request's state does not allow it (e.g. cancelling a finished request).
     #[error("{0}")]
     AlreadyFinished(String),
+    /// The request was undone already (a second undo would change nothing).
+    #[error("{0}")]
+    AlreadyUndone(String),
     /// The request has not finished yet (e.g. undoing one that still runs).
     #[error("{0}")]
     NotFinished(String),
@@ -82,6 +85,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::Gone(_) => "gone",
             ApiError::AlreadyFinished(_) => "already_finished",
+            ApiError::AlreadyUndone(_) => "already_undone",
             ApiError::NotFinished(_) => "not_finished",
             ApiError::TooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
@@ -110,7 +114,9 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Gone(_) => StatusCode::GONE,
-            ApiError::AlreadyFinished(_) | ApiError::NotFinished(_) => StatusCode::CONFLICT,
+            ApiError::AlreadyFinished(_)
+            | ApiError::AlreadyUndone(_)
+            | ApiError::NotFinished(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

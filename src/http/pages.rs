@@ -24,6 +24,26 @@ impl Replies for PageReplies {
         &[(200, "the page", &[("text/html", Media::Text)])];
 }
 
+/// The entry point: a redirect for browsers, an index for other clients.
+pub struct IndexReplies;
+impl Replies for IndexReplies {
+    const REPLIES: &'static [super::api::Documented] = &[
+        (
+            200,
+            "the entry points, for clients that do not ask for HTML",
+            &[("application/json", Media::Json)],
+        ),
+        (
+            303,
+            "a browser (one that accepts text/html) is sent to the console",
+            &[],
+        ),
+    ];
+}
+
+/// Where a browser that opens `/` is sent.
+pub const CONSOLE: &str = "/tools/data";
+
 /// A stylesheet or script.
 pub struct AssetReplies;
 impl Replies for AssetReplies {
@@ -38,6 +58,37 @@ pub struct PagesApi;
 
 #[OpenApi(tag = "Tag::Pages")]
 impl PagesApi {
+    /// The entry point
+    ///
+    /// A browser (a request that accepts `text/html`) is sent to the console; any other client
+    /// gets a JSON index of the entry points. Needs no credentials.
+    #[oai(path = "/", method = "get", operation_id = "getIndex")]
+    async fn index(&self, req: &poem::Request) -> Streamed<IndexReplies> {
+        let wants_html = req
+            .headers()
+            .get_all(poem::http::header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains("text/html"));
+        let prefix = if req.original_uri().path().starts_with(crate::routes::PREFIX) {
+            crate::routes::PREFIX
+        } else {
+            ""
+        };
+        if wants_html {
+            return Streamed::new(
+                Response::builder()
+                    .status(poem::http::StatusCode::SEE_OTHER)
+                    .header("location", format!("{prefix}{CONSOLE}"))
+                    .finish(),
+            );
+        }
+        Streamed::new(super::json_response(
+            poem::http::StatusCode::OK,
+            &entry_points(prefix),
+        ))
+    }
+
     /// The upload page
     ///
     /// Upload a CSV or ZIP file to an entity, follow its progress and get the result file.
@@ -109,6 +160,28 @@ impl PagesApi {
                 .body(*body),
         ))
     }
+}
+
+/// The JSON index of the entry points under `prefix` (`""` or the versioned prefix).
+fn entry_points(prefix: &str) -> serde_json::Value {
+    let at = |p: &str| format!("{prefix}{p}");
+    serde_json::json!({
+        "name": "entiserve",
+        "version": env!("CARGO_PKG_VERSION"),
+        "console": {
+            "data": at(CONSOLE),
+            "requests": at("/tools/requests"),
+            "uploader": at("/tools/uploader"),
+        },
+        "api": {
+            "document": at("/openapi.json"),
+            "reference": at("/docs"),
+            "token": at("/auth/token"),
+            "me": at("/users/me"),
+            "requests": at("/bgrs"),
+        },
+        "health": {"live": "/healthz", "ready": "/readyz", "metrics": "/metrics"},
+    })
 }
 
 const UPLOADER: &str = include_str!("pages/uploader.html");

@@ -8,7 +8,6 @@ use super::{AppState, json_response};
 use crate::engine::Caller;
 use crate::jobs::{kinds::KindId, queue::NewRequest};
 use crate::uploader::intake::{self, Received};
-use crate::uploader::rows::Columns;
 use crate::uploader::run::{self, Sink};
 use crate::uploader::{Plan, UploadError, validate};
 use poem::http::StatusCode;
@@ -245,6 +244,10 @@ impl From<UploadError> for ApiError {
                 tracing::error!(error = %m, "upload storage failure");
                 ApiError::Call(crate::engine::CallError::Internal)
             }
+            UploadError::Full(m) => {
+                tracing::error!(error = %m, "upload refused: out of space");
+                ApiError::Call(crate::engine::CallError::InsufficientStorage)
+            }
         }
     }
 }
@@ -401,10 +404,13 @@ async fn upload(
         .filter(|s| !s.is_empty())
         .ok_or_else(|| ApiError::BadRequest("the `entity` field is required".into()))?;
     let catalog = state.engine.catalog.load();
-    let e = catalog
-        .get(&entity)
-        .cloned()
-        .ok_or_else(|| ApiError::BadRequest(format!("there is no entity `{entity}`")))?;
+    let e = catalog.get(&entity).cloned().ok_or_else(|| {
+        ApiError::BadRequest(crate::schema::format::with_hint(
+            format!("there is no entity `{entity}`"),
+            &entity,
+            catalog.entities.keys().map(String::as_str),
+        ))
+    })?;
     let (src, file_name) = received
         .file
         .clone()
@@ -464,7 +470,10 @@ async fn upload(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "upload checked"
     );
-    Columns::from_header(&layout.header, &e)
+    let (l2, e2, u2) = (layout.clone(), e.clone(), utf8.clone());
+    tokio::task::spawn_blocking(move || crate::uploader::rows::check_columns(&l2, &e2, &u2))
+        .await
+        .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?
         .map_err(|m| ApiError::BadRequest(format!("the file cannot be used: {m}")))?;
     let (u2, l2, e2) = (utf8.clone(), layout.clone(), e.clone());
     let sealed =
@@ -617,7 +626,7 @@ async fn synchronous(
 
 /// The whole stored result file `key`, as a body.
 async fn stored_result(jobs: &crate::jobs::Jobs, key: &str) -> Result<Body> {
-    let io = |e: crate::files::FileError| ApiError::from(UploadError::Io(e.to_string()));
+    let io = |e: crate::files::FileError| ApiError::from(UploadError::from(e));
     let meta = jobs
         .files
         .head(key)

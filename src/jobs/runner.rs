@@ -23,6 +23,14 @@ pub enum Advance {
     LeaseLost,
 }
 
+/// The details line of one wait for space.
+fn waiting_for_space(why: &str) -> String {
+    format!(
+        "waiting for space: the disk or the file store is full ({why}); nothing of the failed \
+         step was applied, and it is tried again shortly"
+    )
+}
+
 impl Jobs {
     /// Starts `n` workers; they stop claiming when `stop` turns true.
     pub fn spawn_workers(
@@ -40,14 +48,22 @@ impl Jobs {
     }
 
     async fn work(&self, mut stop: watch::Receiver<bool>) {
+        // Waits for space not yet written to their request's details (the database's own
+        // disk may be the full one): written as soon as there is room.
+        let mut unsaid: Vec<(String, String)> = Vec::new();
         loop {
             if *stop.borrow() {
                 return;
             }
+            self.say(&mut unsaid).await;
             match self.claim().await {
                 Ok(Some(rid)) => {
                     if let Err(e) = self.run(&rid, &stop).await {
                         tracing::error!(rid, error = %e, "background request failed; it will be retried");
+                        if let StorageError::Full(why) = &e {
+                            unsaid.push((rid.clone(), waiting_for_space(why)));
+                            self.say(&mut unsaid).await;
+                        }
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                     continue;
@@ -61,6 +77,19 @@ impl Jobs {
                 _ = stop.changed() => {}
             }
         }
+    }
+
+    /// Writes the lines of `unsaid` to their requests' details, keeping those that find no
+    /// room yet.
+    async fn say(&self, unsaid: &mut Vec<(String, String)>) {
+        let mut kept = Vec::new();
+        for (rid, line) in unsaid.drain(..) {
+            if let Err(e) = self.log(&rid, &line).await {
+                tracing::debug!(rid, error = %e, "the wait for space is not recorded yet");
+                kept.push((rid, line));
+            }
+        }
+        *unsaid = kept;
     }
 
     /// The caller a request of `user_id` runs as; None when that user is gone.

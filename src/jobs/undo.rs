@@ -419,6 +419,23 @@ pub async fn recorded(jobs: &Jobs, rid: &str) -> Result<i64, StorageError> {
 }
 
 /// What an undo of `r` records as its own stored parameters.
+/// The name of the request that undoes `rid`.
+pub fn request_name(rid: &str) -> String {
+    format!("POST /bgrs/{rid}/undo")
+}
+
+/// The undo of `rid` already asked for (queued, running, or done), if any: an undo that was
+/// cancelled or failed does not count, so it may be asked for again.
+pub async fn undone_by(jobs: &Jobs, rid: &str) -> crate::storage::Result<Option<String>> {
+    crate::storage::requests::live_of_name(
+        jobs.storage.as_ref(),
+        KindId::Undo.name(),
+        &request_name(rid),
+        CANCELLED,
+    )
+    .await
+}
+
 pub fn params_of(r: &Request) -> Json {
     json!({ OF: r.rid, OF_STAMP: r.id })
 }

@@ -3,12 +3,20 @@
 use super::{Field, FieldType};
 use serde_json::{Map, Value as Json, json};
 
+/// What a decimal field's string must look like (its exact value is checked on storing).
+pub const DECIMAL_PATTERN: &str = "^ *[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+) *$";
+
 /// JSON Schema of one field's value (without the null alternative).
 pub fn field_schema(f: &Field) -> Json {
     let mut s = match &f.ty {
         FieldType::String | FieldType::Text => json!({"type": "string"}),
         FieldType::Integer => json!({"type": "integer"}),
-        FieldType::Decimal => json!({"type": "number"}),
+        // A JSON number, or a string holding one exactly (`"12.50"`): a client whose numbers
+        // are binary floats can still send every digit.
+        FieldType::Decimal => json!({
+            "type": ["number", "string"],
+            "pattern": DECIMAL_PATTERN,
+        }),
         FieldType::Boolean => json!({"type": "boolean"}),
         FieldType::Date => json!({"type": "string", "format": "date"}),
         FieldType::Datetime => json!({

@@ -54,8 +54,10 @@ fn decimal(text: &str) -> Result<Json, String> {
 /// form: dates must exist, datetimes become `YYYY-MM-DD HH:MM:SS`, decimals must fit exactly
 /// and lose trailing zeros.
 pub fn normalize(ty: &FieldType, v: &Json) -> Result<Json, String> {
-    if let (FieldType::Decimal, Json::Number(n)) = (ty, v) {
-        return decimal(n.as_str());
+    match (ty, v) {
+        (FieldType::Decimal, Json::Number(n)) => return decimal(n.as_str()),
+        (FieldType::Decimal, Json::String(s)) => return decimal(s.trim()),
+        _ => {}
     }
     let Json::String(s) = v else {
         return Ok(v.clone());
@@ -92,7 +94,11 @@ fn parse_datetime(s: &str) -> Option<NaiveDateTime> {
 pub fn json_matches(ty: &FieldType, v: &Json) -> bool {
     match ty {
         FieldType::Integer | FieldType::Reference(_) => v.as_i64().is_some(),
-        FieldType::Decimal => v.is_number(),
+        FieldType::Decimal => {
+            v.is_number()
+                || v.as_str()
+                    .is_some_and(|s| crate::decimal::parse(s.trim()).is_ok())
+        }
         FieldType::Boolean => v.is_boolean(),
         _ => v.is_string(),
     }

@@ -165,6 +165,28 @@ pub enum StorageError {
     },
     #[error("database error: {0}")]
     Database(String),
+    /// The disk or the store is full: nothing of the failed statement was applied.
+    #[error("out of space: {0}")]
+    Full(String),
+}
+
+/// Whether an I/O error means the disk (or the user's quota on it) is full.
+pub fn is_out_of_space(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+impl StorageError {
+    /// An I/O failure of `what`: [`StorageError::Full`] when the disk is full.
+    pub fn io(what: &str, e: &std::io::Error) -> StorageError {
+        if is_out_of_space(e) {
+            StorageError::Full(format!("{what}: {e}"))
+        } else {
+            StorageError::Database(format!("{what}: {e}"))
+        }
+    }
 }
 
 impl StorageError {

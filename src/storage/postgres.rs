@@ -151,6 +151,10 @@ fn db(e: sqlx::Error) -> StorageError {
             }
             _ => {}
         }
+        // Class 53: insufficient resources; 53100 is disk_full.
+        if d.code().as_deref() == Some("53100") {
+            return StorageError::Full(d.message().to_string());
+        }
         if let Some(class) = d.code().as_deref().and_then(super::contention::pg_class) {
             return StorageError::Contention {
                 class,

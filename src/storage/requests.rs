@@ -249,6 +249,33 @@ pub async fn depth(s: &dyn Storage) -> Result<Vec<(String, i64, i64)>> {
         .collect())
 }
 
+/// The rid of a request of `kind` named `name` that was not cancelled and has not failed
+/// (still open, or finished with a status below 400), if there is one.
+pub async fn live_of_name(
+    s: &dyn Storage,
+    kind: &str,
+    name: &str,
+    cancelled: i64,
+) -> Result<Option<String>> {
+    let sql = s.dialect().bind(
+        "SELECT \"rid\" FROM \"bg_requests\" WHERE \"kind\" = ? AND \"name\" = ? \
+         AND \"status_id\" <> ? AND (\"http_status\" IS NULL OR \"http_status\" < 400) \
+         ORDER BY \"id\" LIMIT 1",
+    );
+    let rows = s
+        .fetch(
+            &sql,
+            &[Value::text(kind), Value::text(name), Value::int(cancelled)],
+            &[ColType::Text],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next())
+        .and_then(Value::into_string))
+}
+
 /// Releases every lease `worker` holds.
 pub async fn release_worker(s: &dyn Storage, worker: &str) -> Result<()> {
     let sql = format!(

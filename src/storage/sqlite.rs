@@ -200,6 +200,9 @@ fn db(e: rusqlite::Error) -> StorageError {
                 return StorageError::Unique { column };
             }
             ffi::SQLITE_CONSTRAINT_FOREIGNKEY => return StorageError::ForeignKey,
+            _ if f.code == rusqlite::ErrorCode::DiskFull => {
+                return StorageError::Full(e.to_string());
+            }
             ffi::SQLITE_CONSTRAINT_NOTNULL => {
                 // "NOT NULL constraint failed: table.column"
                 let column = msg

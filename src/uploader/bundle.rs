@@ -181,11 +181,11 @@ pub fn extract(
     limits: &ZipLimits,
     store_cap: u64,
 ) -> Result<Extracted, UploadError> {
-    let file = std::fs::File::open(path).map_err(|e| UploadError::Io(e.to_string()))?;
+    let file = std::fs::File::open(path).map_err(UploadError::from)?;
     let mut zip = ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| bad(e.to_string()))?;
     let listing = inspect(&mut zip, limits)?;
     crate::files::StoreBudget::new(store_cap).take(listing.res_bytes)?;
-    std::fs::create_dir_all(dest).map_err(|e| UploadError::Io(e.to_string()))?;
+    std::fs::create_dir_all(dest).map_err(UploadError::from)?;
     let csv = dest.join("bundle.csv");
     extract_entry(&mut zip, listing.csv.0, &csv)?;
     let pdf = match listing.pdf {
@@ -233,7 +233,7 @@ fn extract_entry<R: Read + Seek>(
     i: usize,
     to: &Path,
 ) -> Result<(), UploadError> {
-    let mut out = std::fs::File::create(to).map_err(|e| UploadError::Io(e.to_string()))?;
+    let mut out = std::fs::File::create(to).map_err(UploadError::from)?;
     copy_entry(zip, i, &mut out)
 }
 

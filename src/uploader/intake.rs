@@ -174,7 +174,7 @@ pub async fn receive(
     let mut mp = multipart(content_type, body, whole, per_field)?;
     tokio::fs::create_dir_all(dir)
         .await
-        .map_err(|e| UploadError::Io(e.to_string()))?;
+        .map_err(UploadError::from)?;
     let mut fields = HashMap::new();
     let mut file = Scratch(None);
     let mut original = String::new();
@@ -225,7 +225,7 @@ async fn copy_limited(
     limits: &FormLimits,
     file_field: &str,
 ) -> Result<u64, UploadError> {
-    let io = |e: std::io::Error| UploadError::Io(e.to_string());
+    let io = UploadError::from;
     let mut out = tokio::io::BufWriter::with_capacity(
         256 * 1024,
         tokio::fs::File::create(path).await.map_err(io)?,

@@ -36,7 +36,7 @@ pub async fn publish_working_copy(jobs: &Jobs, plan: &Plan) -> Result<(), Storag
     jobs.files
         .put_copy(&key, &plan.working_copy(&jobs.settings.data_dir))
         .await
-        .map_err(io_err)
+        .map_err(StorageError::from)
 }
 
 /// The working copy of `plan` on this server's disk, fetched from the storage when another
@@ -131,7 +131,10 @@ pub async fn rebuild_result(
 /// into a shared store (the local file stays until the request has ended), nothing when the
 /// file is already in place in the data directory.
 pub async fn publish_result(jobs: &Jobs, key: &str, path: &Path) -> Result<(), StorageError> {
-    jobs.files.put_copy(key, path).await.map_err(io_err)
+    jobs.files
+        .put_copy(key, path)
+        .await
+        .map_err(StorageError::from)
 }
 
 /// Removes the local copy of a result file stored in a shared store.

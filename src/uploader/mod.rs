@@ -31,6 +31,36 @@ pub enum UploadError {
     UnknownEntity(String),
     #[error("storage failure: {0}")]
     Io(String),
+    /// The disk or the store is full.
+    #[error("out of space: {0}")]
+    Full(String),
+}
+
+impl From<std::io::Error> for UploadError {
+    fn from(e: std::io::Error) -> Self {
+        if crate::storage::is_out_of_space(&e) {
+            UploadError::Full(e.to_string())
+        } else {
+            UploadError::Io(e.to_string())
+        }
+    }
+}
+
+/// A CSV reader's or writer's failure: [`UploadError::Full`] when its I/O found the disk full.
+impl From<csv::Error> for UploadError {
+    fn from(e: csv::Error) -> Self {
+        UploadError::from(std::io::Error::from(e))
+    }
+}
+
+impl From<crate::files::FileError> for UploadError {
+    fn from(e: crate::files::FileError) -> Self {
+        if e.full {
+            UploadError::Full(e.to_string())
+        } else {
+            UploadError::Io(e.to_string())
+        }
+    }
 }
 
 /// Everything a run needs to know about one upload; stored with a background request.

@@ -60,13 +60,7 @@ impl Columns {
                 "id" => id = Some(i),
                 "res" => res = Some(i),
                 "" => return Err(format!("header, column {}: a column has no name", i + 1)),
-                name if e.field(name).is_none() => {
-                    return Err(format!(
-                        "header, column {}: `{name}` is not a field of {}",
-                        i + 1,
-                        e.name
-                    ));
-                }
+                name if e.field(name).is_none() => return Err(not_a_field(i, name, header, e)),
                 _ => {}
             }
         }
@@ -102,6 +96,90 @@ impl Columns {
         h.extend(self.names.iter().cloned());
         h
     }
+}
+
+/// Checks a file's header against `e` before any row runs ([`Columns::from_header`]), and
+/// refuses a file that creates objects (a `c` row) without the column of a field every
+/// create needs (required, without a default). The op column of the UTF-8 working copy
+/// `utf8` is read only when such a column is missing.
+pub fn check_columns(
+    layout: &super::validate::Layout,
+    e: &Entity,
+    utf8: &std::path::Path,
+) -> Result<(), String> {
+    let cols = Columns::from_header(&layout.header, e)?;
+    let missing: Vec<&str> = e
+        .fields
+        .iter()
+        .filter(|f| f.required && f.default.is_none() && !cols.names.contains(&f.name))
+        .map(|f| f.name.as_str())
+        .collect();
+    if missing.is_empty() || !creates_any(utf8, layout.separator, cols.op)? {
+        return Ok(());
+    }
+    let listed = missing
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (column, is) = if missing.len() == 1 {
+        ("column", "is")
+    } else {
+        ("columns", "are")
+    };
+    Err(format!(
+        "header: the file has `c` rows, which create {} objects, but no {column} {listed}, \
+         which {is} required: add the {column}; nothing was applied",
+        e.name
+    ))
+}
+
+/// Whether any record of the UTF-8 file `utf8` has `c` in column `op`.
+fn creates_any(utf8: &std::path::Path, separator: u8, op: usize) -> Result<bool, String> {
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(separator)
+        .flexible(true)
+        .from_path(utf8)
+        .map_err(|e| format!("the file cannot be read again: {e}"))?;
+    let mut rec = csv::ByteRecord::new();
+    loop {
+        match reader.read_byte_record(&mut rec) {
+            Ok(false) => return Ok(false),
+            Ok(true) => {
+                if rec
+                    .get(op)
+                    .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"c"))
+                {
+                    return Ok(true);
+                }
+            }
+            Err(e) => return Err(format!("the file cannot be read again: {e}")),
+        }
+    }
+}
+
+/// The refusal of header column `i`, `name`, which is no field of `e`: with the nearest
+/// field or system column, and, when the header was read as one column, the separators a
+/// file may use.
+fn not_a_field(i: usize, name: &str, header: &[String], e: &Entity) -> String {
+    let known = e
+        .fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .chain(["op", "id", "res"]);
+    let message = crate::schema::format::with_hint(
+        format!(
+            "header, column {}: `{name}` is not a field of {}",
+            i + 1,
+            e.name
+        ),
+        name,
+        known,
+    );
+    if header.len() > 1 {
+        return message;
+    }
+    format!("{message} (columns are separated by `,`, `;`, a tab or `|`)")
 }
 
 /// What a row asks for.

@@ -33,8 +33,24 @@ pub enum Sink {
     Quiet,
 }
 
-pub(super) fn io_err(e: impl std::fmt::Display) -> StorageError {
-    StorageError::Database(format!("upload file: {e}"))
+/// A failure of an upload's files: [`StorageError::Full`] when it is an I/O error (of the
+/// file system, a CSV writer or the file store) that found the disk full.
+pub(super) fn io_err<E: std::fmt::Display + 'static>(e: E) -> StorageError {
+    let any = &e as &dyn std::any::Any;
+    let full = any
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(crate::storage::is_out_of_space)
+        || any.downcast_ref::<csv::Error>().is_some_and(
+            |c| matches!(c.kind(), csv::ErrorKind::Io(io) if crate::storage::is_out_of_space(io)),
+        )
+        || any
+            .downcast_ref::<crate::files::FileError>()
+            .is_some_and(|f| f.full);
+    if full {
+        StorageError::Full(format!("upload file: {e}"))
+    } else {
+        StorageError::Database(format!("upload file: {e}"))
+    }
 }
 
 /// The plan stored with a request.

@@ -24,7 +24,6 @@ pub fn seal_file(path: &Path, layout: &Layout, e: &Entity) -> Result<bool, Uploa
     if secret_cols.is_empty() {
         return Ok(false);
     }
-    let io = |e: &dyn std::fmt::Display| UploadError::Io(e.to_string());
     let sealed_path = path.with_extension("sealing");
     let result = (|| {
         let mut r = csv::ReaderBuilder::new()
@@ -32,17 +31,17 @@ pub fn seal_file(path: &Path, layout: &Layout, e: &Entity) -> Result<bool, Uploa
             .has_headers(false)
             .flexible(false)
             .from_path(path)
-            .map_err(|e| io(&e))?;
+            .map_err(UploadError::from)?;
         let mut w = csv::WriterBuilder::new()
             .delimiter(layout.separator)
             .from_path(&sealed_path)
-            .map_err(|e| io(&e))?;
+            .map_err(UploadError::from)?;
         let mut rec = csv::StringRecord::new();
         let mut first = true;
-        while r.read_record(&mut rec).map_err(|e| io(&e))? {
+        while r.read_record(&mut rec).map_err(UploadError::from)? {
             if first {
                 first = false;
-                w.write_record(&rec).map_err(|e| io(&e))?;
+                w.write_record(&rec).map_err(UploadError::from)?;
                 continue;
             }
             let mut cells: Vec<String> = rec.iter().map(str::to_string).collect();
@@ -63,10 +62,10 @@ pub fn seal_file(path: &Path, layout: &Layout, e: &Entity) -> Result<bool, Uploa
                     *cell = s;
                 }
             }
-            w.write_record(&cells).map_err(|e| io(&e))?;
+            w.write_record(&cells).map_err(UploadError::from)?;
         }
-        w.flush().map_err(|e| io(&e))?;
-        std::fs::rename(&sealed_path, path).map_err(|e| io(&e))
+        w.flush().map_err(UploadError::from)?;
+        std::fs::rename(&sealed_path, path).map_err(UploadError::from)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&sealed_path);

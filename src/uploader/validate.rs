@@ -12,7 +12,7 @@ use std::path::Path;
 pub struct Layout {
     /// The header's column names, trimmed.
     pub header: Vec<String>,
-    /// `b','` or `b';'`.
+    /// One of [`crate::input::SEPARATORS`].
     pub separator: u8,
     /// Number of data records.
     pub rows: u64,
@@ -204,7 +204,7 @@ impl Checker {
 
 /// Decodes `src` from `encoding` into the UTF-8 file `out` while checking every record.
 pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layout, UploadError> {
-    let io = |e: std::io::Error| UploadError::Io(e.to_string());
+    let io = UploadError::from;
     let mut input = std::fs::File::open(src).map_err(io)?;
     let mut output = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
     let mut decoder = encoding.new_decoder_with_bom_removal();
@@ -231,11 +231,8 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
                 DecoderResult::InputEmpty => break,
                 DecoderResult::OutputFull => continue,
                 DecoderResult::Malformed(_, _) => {
-                    let line = checker.record;
-                    return Err(err(
-                        line,
-                        format!("bytes that are not valid {}", encoding.name()),
-                    ));
+                    output.flush().map_err(io)?;
+                    return Err(not_valid_in(out, encoding));
                 }
             }
         }
@@ -257,12 +254,30 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
     })
 }
 
+/// The refusal of a file with bytes that are not valid in `encoding`, naming the line as an
+/// editor counts it (the header is the first): one more than the line feeds already decoded
+/// into `utf8`, which holds everything before the bad bytes.
+fn not_valid_in(utf8: &Path, encoding: &'static Encoding) -> UploadError {
+    let decoded = std::fs::read(utf8).unwrap_or_default();
+    let line = decoded.iter().filter(|&&b| b == b'\n').count() + 1;
+    let hint = if encoding == encoding_rs::UTF_8 {
+        "if the file was saved in another encoding, name it in the `encoding` option \
+         (for example windows-1252, ISO-8859-1 or UTF-16LE)"
+    } else {
+        "name the file's real encoding in the `encoding` option"
+    };
+    UploadError::BadFile(format!(
+        "line {line} of the file: bytes that are not valid {}; {hint}",
+        encoding.name()
+    ))
+}
+
 fn read_header(utf8: &Path, separator: u8) -> Result<Vec<String>, UploadError> {
     let mut r = csv::ReaderBuilder::new()
         .delimiter(separator)
         .has_headers(false)
         .from_path(utf8)
-        .map_err(|e| UploadError::Io(e.to_string()))?;
+        .map_err(UploadError::from)?;
     let mut rec = csv::StringRecord::new();
     match r.read_record(&mut rec) {
         Ok(true) => Ok(rec.iter().map(|h| h.trim().to_string()).collect()),
@@ -361,7 +376,11 @@ mod tests {
         );
         assert!(run(b"op,name\nc,a\"b\n").unwrap_err().contains("line 1"));
         assert!(run(b"op,name\nc,\"a\"b\n").unwrap_err().contains("line 1"));
-        assert!(run(b"op,name\nc,\xff\n").unwrap_err().contains("line 1"));
+        let bad = run(b"op,name\nc,ok\nc,\xff\n").unwrap_err();
+        assert!(bad.contains(": line 3 of the file: "), "{bad}");
+        assert!(bad.contains("`encoding`"), "{bad}");
+        let bad = run(b"op,name\nc,\"two\nlines\"\nc,\xff\n").unwrap_err();
+        assert!(bad.contains(": line 4 of the file: "), "{bad}");
         assert!(run(b"").unwrap_err().contains("header"));
     }
 }
