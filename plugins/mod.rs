@@ -4,6 +4,11 @@
 //! [`Registry::with`]; the app is built with one (see [`crate::App::build_with`]), its engine
 //! runs the call hooks through it, and `compile()` rejects names it does not hold.
 //!
+//! Every plugin declares the JSON Schema of its settings ([`Plugin::settings_schema`]);
+//! [`Registry::entity_schema`] is the JSON Schema of entity files for the plugins it holds
+//! (what `entiserve entity-schema` prints for the built-in ones), so an editor checks the
+//! settings an entity gives each plugin.
+//!
 //! Hooks, in the order an upload meets them:
 //! - [`Plugin::on_archive`]: a ZIP bundle was extracted; claim its parts (`pages.pdf`,
 //!   `res/`), store files, and keep per-upload state. Runs before the reply; an error refuses
@@ -31,6 +36,11 @@ use std::sync::Arc;
 pub trait Plugin: Send + Sync {
     /// The name entity files use.
     fn name(&self) -> &'static str;
+
+    /// The JSON Schema (2020-12) of the settings an entity file gives the plugin
+    /// (`- name: { settings }`). Naming the plugin alone (`- name`) gives it no settings, which
+    /// is always allowed.
+    fn settings_schema(&self) -> Json;
 
     /// Before any call of an entity using the plugin is checked; may change the call or
     /// refuse it.
@@ -140,6 +150,20 @@ impl Registry {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.plugins.iter().map(|p| p.name()).collect()
+    }
+
+    /// Each plugin's name with the JSON Schema of its settings.
+    pub fn settings_schemas(&self) -> Vec<(&'static str, Json)> {
+        self.plugins
+            .iter()
+            .map(|p| (p.name(), p.settings_schema()))
+            .collect()
+    }
+
+    /// The JSON Schema of an entity file that uses the plugins of this registry, their
+    /// settings included.
+    pub fn entity_schema(&self) -> Json {
+        crate::schema::format::json_schema(&self.settings_schemas())
     }
 
     /// The plugins `e` uses, with their settings, in the order its file lists them.

@@ -30,6 +30,23 @@ impl Plugin for PdfMarkers {
         "pdf_markers"
     }
 
+    fn settings_schema(&self) -> Json {
+        let entity = |about: &str, default: &str| json!({"type": "string", "pattern": crate::schema::format::IDENTIFIER, "default": default, "description": about});
+        json!({
+            "type": "object",
+            "properties": {
+                "markers": entity("the entity the pages become objects of", "markers"),
+                "campaigns": entity("the entity of the upload's `campaign_id`, where a new campaign is made when there is none", "campaigns"),
+                "page_field": {
+                    "type": "string",
+                    "pattern": crate::schema::format::IDENTIFIER,
+                    "description": "a field of the bundle's CSV whose page numbers become the new markers' ids"
+                }
+            },
+            "additionalProperties": false
+        })
+    }
+
     async fn on_archive(&self, settings: &Json, a: &mut Archive<'_>) -> Result<(), UploadError> {
         let Some(pdf) = a.pdf.take() else {
             return Ok(());

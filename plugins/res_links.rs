@@ -18,6 +18,21 @@ impl Plugin for ResLinks {
         "res_links"
     }
 
+    fn settings_schema(&self) -> Json {
+        json!({
+            "type": "object",
+            "properties": {
+                "fields": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": crate::schema::format::IDENTIFIER},
+                    "uniqueItems": true,
+                    "description": "the fields whose `res/<path>` links are rewritten; default: every text value"
+                }
+            },
+            "additionalProperties": false
+        })
+    }
+
     async fn on_archive(&self, _settings: &Json, a: &mut Archive<'_>) -> Result<(), UploadError> {
         let Some(res) = a.res.take() else {
             return Ok(());

@@ -5,8 +5,9 @@
 #  b. the same lint on a server whose entities also hold clients/lint/entities/gadgets.yaml
 #     (one field of every type);
 #  c. a TypeScript client (openapi-typescript + openapi-fetch, clients/typescript) is generated,
-#     type-checked (its `@ts-expect-error` line must be needed: without it tsc must fail) and
-#     run against the server;
+#     type-checked under --strict (a created object's `id` goes straight into GET /campaigns/{id},
+#     which needs ids and required fields typed non-null; its `@ts-expect-error` line must be
+#     needed: without it tsc must fail) and run against the server;
 #  d. a Python client (openapi-python-client, in the venv target/clients-venv) is generated,
 #     installed, imported module by module and run against the server (clients/python/smoke.py).
 # Builds nothing: BIN (default target/debug/entiserve) is the server. Needs node/npm and python3;

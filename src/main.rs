@@ -297,9 +297,7 @@ fn main() -> ExitCode {
             data_dir,
         } => installation::migrate_data(&from, &to, entities, storage_url.as_deref(), &data_dir),
         Command::EntitySchema => {
-            let schema = entiserve::schema::format::json_schema(
-                &entiserve::plugins::Registry::builtin().names(),
-            );
+            let schema = entiserve::plugins::Registry::builtin().entity_schema();
             println!("{schema:#}");
             ExitCode::SUCCESS
         }

@@ -38,7 +38,7 @@ pub fn init(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let uploads = dir.join("uploads");
     let schema = format!(
         "{:#}\n",
-        crate::schema::format::json_schema(&crate::plugins::Registry::builtin().names())
+        crate::plugins::Registry::builtin().entity_schema()
     );
     let files: Vec<(PathBuf, &str)> = ENTITIES
         .iter()

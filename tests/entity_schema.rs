@@ -1,10 +1,17 @@
 //! `entiserve entity-schema`: the JSON Schema editors check entity files with. Every entity
-//! file of the repository fits it, the copy next to the shipped entities is current, and the
-//! usual mistakes are caught by it as they are by `check`.
+//! file of the repository fits it (those under `examples/` included; the custom-plugin example
+//! fits the schema of the build that registers its plugin), every plugin's settings are
+//! checked against the schema the plugin declares, the copy next to the shipped entities is
+//! current, and the usual mistakes are caught by it as they are by `check`.
 
-use serde_json::{Value as Json, json};
+#[path = "../examples/custom_plugin/slug.rs"]
+mod slug;
+
+use entiserve::plugins::Registry;
+use serde_json::Value as Json;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
 fn schema() -> Json {
     let out = Command::new(env!("CARGO_BIN_EXE_entiserve"))
@@ -20,50 +27,112 @@ fn yaml_as_json(text: &str) -> Json {
     serde_json::to_value(y).unwrap()
 }
 
-/// The entity files under `dir` (relative to the repository).
+/// The entity files under `dir` (relative to the repository), in its subfolders too.
 fn entity_files(dir: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
+    let mut files = Vec::new();
+    walk(&dir, &mut files);
     files.sort();
     assert!(!files.is_empty(), "entity files in {}", dir.display());
     files
 }
 
+/// The schema of the custom-plugin example's build (`cargo run --example custom_plugin --
+/// entity-schema`): the built-in plugins and `slug`.
+fn schema_with_slug() -> Json {
+    Registry::builtin()
+        .with(Arc::new(slug::Slug))
+        .entity_schema()
+}
+
+/// The errors of `file` against `validator`.
+fn errors_of(validator: &jsonschema::Validator, file: &Path) -> Vec<String> {
+    let doc = yaml_as_json(&std::fs::read_to_string(file).unwrap());
+    validator.iter_errors(&doc).map(|e| e.to_string()).collect()
+}
+
 #[test]
 fn every_entity_file_of_the_repository_fits_the_schema() {
-    let schema = schema();
-    let v = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    let builtin = jsonschema::validator_for(&schema()).expect("a valid JSON Schema");
+    let with_slug = jsonschema::validator_for(&schema_with_slug()).expect("a valid JSON Schema");
+    let custom = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/custom_plugin");
     for dir in [
         "entities",
-        "examples/entities",
+        "examples",
         "clients/lint/entities",
         "tests/fixtures/parity",
     ] {
         for f in entity_files(dir) {
-            let doc = yaml_as_json(&std::fs::read_to_string(&f).unwrap());
-            let errors: Vec<String> = v.iter_errors(&doc).map(|e| e.to_string()).collect();
+            // The custom-plugin example fits the schema of the build that registers its plugin.
+            let v = if f.starts_with(&custom) {
+                &with_slug
+            } else {
+                &builtin
+            };
+            let errors = errors_of(v, &f);
             assert!(errors.is_empty(), "{}: {errors:?}", f.display());
         }
     }
-    // The custom-plugin example fits the schema of a build that registers its plugin.
-    let mut with_slug = schema.clone();
-    let plugin_enum = with_slug
-        .pointer_mut("/properties/plugins/items/oneOf/0/enum")
-        .and_then(Json::as_array_mut)
-        .expect("plugin names");
-    plugin_enum.push(json!("slug"));
-    let plugin_names = plugin_enum.clone();
-    *with_slug
-        .pointer_mut("/properties/plugins/items/oneOf/1/propertyNames/enum")
-        .unwrap() = Json::Array(plugin_names);
+    assert!(
+        entity_files("examples").contains(&custom.join("entities/articles.yaml")),
+        "the examples' entity files include the custom plugin's"
+    );
+}
+
+#[test]
+fn the_schema_holds_every_plugins_settings() {
+    // `entity-schema` prints the schema of the built-in plugins, their settings included.
+    let printed = schema();
+    assert_eq!(printed, Registry::builtin().entity_schema());
+    let settings = "/properties/plugins/items/oneOf/1/properties";
+    let builtin = printed.pointer(settings).expect("the plugins' settings");
+    for name in ["pdf_markers", "res_links"] {
+        assert_eq!(builtin[name]["type"], "object", "{name}: {builtin}");
+    }
+    assert!(builtin.get("slug").is_none());
+    // A registry with a custom plugin adds its settings' schema.
+    let with_slug = schema_with_slug();
+    assert_eq!(
+        with_slug.pointer(&format!("{settings}/slug")),
+        Some(&entiserve::plugins::Plugin::settings_schema(&slug::Slug))
+    );
+    let articles =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/custom_plugin/entities/articles.yaml");
     let v = jsonschema::validator_for(&with_slug).unwrap();
-    for f in entity_files("examples/custom_plugin/entities") {
-        let doc = yaml_as_json(&std::fs::read_to_string(&f).unwrap());
-        assert!(v.is_valid(&doc), "{}", f.display());
+    assert_eq!(errors_of(&v, &articles), Vec::<String>::new());
+    let builtin = jsonschema::validator_for(&printed).unwrap();
+    assert!(
+        !errors_of(&builtin, &articles).is_empty(),
+        "without the plugin, `slug` is unknown"
+    );
+    // Settings are checked against the plugin's schema: a misspelt or mistyped setting is an
+    // error, naming a plugin alone is not.
+    let fields = "fields:\n  title: { type: string }\n";
+    for (plugins, valid) in [
+        ("  - slug: { from: title, to: slug }\n", true),
+        ("  - slug\n", true),
+        ("  - slug: { form: title }\n", false),
+        ("  - slug: { from: 3 }\n", false),
+        (
+            "  - pdf_markers: { markers: markers, page_field: marker_id }\n",
+            true,
+        ),
+        ("  - pdf_markers: { page_feild: marker_id }\n", false),
+        ("  - res_links: { fields: [title] }\n", true),
+        ("  - res_links: { fields: title }\n", false),
+    ] {
+        let doc = yaml_as_json(&format!("{fields}plugins:\n{plugins}"));
+        assert_eq!(v.is_valid(&doc), valid, "{plugins}");
     }
 }
 

@@ -264,3 +264,209 @@ async fn the_router_and_the_document_have_the_same_routes() {
     }
     app.stop().await;
 }
+
+/// A validator for `schema` (a document schema, references inlined) that also checks formats.
+fn validator(doc: &Json, schema: &Json) -> jsonschema::Validator {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&inline(doc, schema))
+        .unwrap()
+}
+
+/// `schema`'s value type when it may not be null: its `type`, or `None` for a schema that
+/// admits null.
+fn never_null(schema: &Json) -> Option<&Json> {
+    let t = &schema["type"];
+    let nullable = t == "null"
+        || t.as_array().is_some_and(|a| a.contains(&json!("null")))
+        || schema.get("anyOf").is_some();
+    (!nullable && !t.is_null()).then_some(t)
+}
+
+/// A server on the shipped entities and `gadgets` (one field of every type).
+async fn spawn_with_gadgets() -> TestApp {
+    spawn_with(|s| {
+        std::fs::copy(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("clients/lint/entities/gadgets.yaml"),
+            s.entities_dir.join("gadgets.yaml"),
+        )
+        .unwrap();
+    })
+    .await
+}
+
+/// The read schemas promise what objects hold: every field present, `id` and the required
+/// fields never null, and the constraints of the create schemas (`enum`, `maxLength`,
+/// `format`).
+#[tokio::test]
+async fn read_schemas_never_make_ids_or_required_fields_nullable() {
+    let app = spawn_with_gadgets().await;
+    let doc = openapi_document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    for t in ["Campaigns", "Markers", "Assets", "Users", "Gadgets"] {
+        let s = &schemas[t];
+        assert_eq!(
+            never_null(&s["properties"]["id"]),
+            Some(&json!("integer")),
+            "{t}.id: {s}"
+        );
+        let required: BTreeSet<&str> = s["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        let properties: BTreeSet<&str> = s["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(required, properties, "{t}: every field is in every object");
+    }
+    let campaigns = &schemas["Campaigns"]["properties"];
+    assert_eq!(never_null(&campaigns["name"]), Some(&json!("string")));
+    assert_eq!(campaigns["name"]["maxLength"], 255);
+    assert!(
+        never_null(&campaigns["description"]).is_none(),
+        "optional: may be null"
+    );
+    let markers = &schemas["Markers"]["properties"];
+    assert_eq!(never_null(&markers["campaign_id"]), Some(&json!("integer")));
+    let users = &schemas["Users"]["properties"];
+    assert!(
+        users.get("password").is_none(),
+        "secret fields are never returned"
+    );
+    assert_eq!(never_null(&users["login"]), Some(&json!("string")));
+    assert_eq!(users["login"]["maxLength"], 64);
+    assert_eq!(users["role"]["anyOf"][0]["enum"], json!(["admin", "user"]));
+    let gadgets = &schemas["Gadgets"]["properties"];
+    assert_eq!(never_null(&gadgets["code"]), Some(&json!("string")));
+    assert_eq!(gadgets["code"]["maxLength"], 32);
+    assert_eq!(gadgets["released"]["anyOf"][0]["format"], "date");
+    assert_eq!(
+        gadgets["state"]["anyOf"][0]["enum"],
+        json!(["draft", "live", "retired"])
+    );
+    // One object is read, changed and deleted as the object schema says.
+    for (m, path) in [
+        ("get", "/campaigns/{id}"),
+        ("put", "/campaigns/{id}"),
+        ("delete", "/campaigns/{id}"),
+    ] {
+        assert_eq!(
+            doc["paths"][path][m]["responses"]["200"]["content"]["application/json"]["schema"],
+            json!({"$ref": "#/components/schemas/Campaigns"}),
+            "{m} {path}"
+        );
+    }
+    app.stop().await;
+}
+
+/// A dry run's reply has a schema of its own: an object it would create has a null id, which
+/// the object schema refuses; real replies fit the object schema.
+#[tokio::test]
+async fn a_dry_run_reply_has_its_own_schema_and_replies_fit_their_schemas() {
+    let app = spawn_with_gadgets().await;
+    let doc = openapi_document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    let dry = &schemas["CampaignsDryRun"];
+    assert_eq!(dry["properties"]["id"]["type"], "null", "{dry}");
+    assert_eq!(
+        never_null(&dry["properties"]["name"]),
+        Some(&json!("string"))
+    );
+    let create = &doc["paths"]["/campaigns"]["post"]["responses"]["200"]["content"]["application/json"]
+        ["schema"];
+    assert!(
+        create["oneOf"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"$ref": "#/components/schemas/CampaignsDryRun"})),
+        "{create}"
+    );
+    let object = validator(&doc, &json!({"$ref": "#/components/schemas/Campaigns"}));
+    let dry_run = validator(
+        &doc,
+        &json!({"$ref": "#/components/schemas/CampaignsDryRun"}),
+    );
+    let create_reply = validator(&doc, create);
+    let post = |query: &'static str, body: Json| {
+        let r = app
+            .admin(Method::POST, &format!("/campaigns{query}"))
+            .json(&body);
+        async move {
+            let r = r.send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<Json>().await.unwrap()
+        }
+    };
+    let would = post("?dry_run=1", json!({"name": "dry"})).await;
+    assert!(would["id"].is_null(), "{would}");
+    assert!(dry_run.is_valid(&would), "{would}");
+    assert!(!object.is_valid(&would), "{would}");
+    assert!(create_reply.is_valid(&would), "{would}");
+    let made = post("", json!({"name": "real"})).await;
+    assert!(object.is_valid(&made), "{made}");
+    assert!(!dry_run.is_valid(&made), "{made}");
+    assert!(create_reply.is_valid(&made), "{made}");
+    // Read back, the object and a page of objects fit their schemas, the id going straight
+    // into the path.
+    let id = made["id"].as_i64().unwrap();
+    let got: Json = app
+        .admin(Method::GET, &format!("/campaigns/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(object.is_valid(&got), "{got}");
+    // A dry run that changes an existing object answers with its id.
+    let changed: Json = app
+        .admin(Method::PUT, &format!("/campaigns/{id}?dry_run=1"))
+        .json(&json!({"description": "maybe"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(object.is_valid(&changed), "{changed}");
+    // Every type of field, with values and without.
+    let gadgets = validator(&doc, &json!({"$ref": "#/components/schemas/Gadgets"}));
+    let full = app
+        .create(
+            "gadgets",
+            json!({"code": "g-1", "notes": "n", "stock": 3, "price": 12.5, "in_stock": false,
+                   "released": "2024-02-29", "checked_at": "2024-01-02 03:04:05",
+                   "state": "live", "campaign_id": id}),
+        )
+        .await;
+    let bare = app.create("gadgets", json!({"code": "g-2"})).await;
+    for g in [&full, &bare] {
+        assert!(
+            gadgets.is_valid(g),
+            "{g}: {:?}",
+            gadgets
+                .iter_errors(g)
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        );
+    }
+    let list_schema = &doc["paths"]["/gadgets"]["get"]["responses"]["200"]["content"]["application/json"]
+        ["schema"];
+    let page: Json = app
+        .admin(Method::GET, "/gadgets")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(page.as_array().map(Vec::len), Some(2));
+    assert!(validator(&doc, list_schema).is_valid(&page), "{page}");
+    app.stop().await;
+}

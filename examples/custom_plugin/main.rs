@@ -7,13 +7,26 @@
 //!      -d '{"title": "Hello, World!"}' http://127.0.0.1:8080/articles
 //! # -> {"id":1,"title":"Hello, World!","slug":"hello-world",...}
 //! ```
+//!
+//! `cargo run --example custom_plugin -- entity-schema` prints the JSON Schema of entity files
+//! for this build, the `slug` plugin's settings included, for editors to check
+//! `entities/articles.yaml` with.
 
 mod slug;
 
 use std::sync::Arc;
 
+/// The plugins of this build: the built-in ones and `slug`.
+fn plugins() -> entiserve::plugins::Registry {
+    entiserve::plugins::Registry::builtin().with(Arc::new(slug::Slug))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("entity-schema") {
+        println!("{:#}", plugins().entity_schema());
+        return Ok(());
+    }
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/custom_plugin");
     let data = std::env::temp_dir().join("entiserve-custom-plugin");
     let mut settings = entiserve::settings::Settings::new(&data, here.join("entities"));
@@ -21,8 +34,7 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(bind) = std::env::var("ENTISERVE_BIND") {
         settings.bind = bind.parse()?;
     }
-    let plugins = entiserve::plugins::Registry::builtin().with(Arc::new(slug::Slug));
-    let app = entiserve::App::build_with(settings, plugins).await?;
+    let app = entiserve::App::build_with(settings, plugins()).await?;
     eprintln!(
         "entiserve with the `slug` plugin on http://{} (admin / example, data in {})",
         app.addr(),

@@ -9,7 +9,7 @@
 
 use entiserve::engine::{Call, CallError, Caller, Op};
 use entiserve::plugins::Plugin;
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 
 pub struct Slug;
 
@@ -29,6 +29,27 @@ pub fn slugify(text: &str) -> String {
 impl Plugin for Slug {
     fn name(&self) -> &'static str {
         "slug"
+    }
+
+    /// Editors check an entity's `slug` settings against this (see `entity-schema` in
+    /// main.rs).
+    fn settings_schema(&self) -> Json {
+        let field = |about: &str, default: &str| {
+            json!({
+                "type": "string",
+                "pattern": entiserve::schema::format::IDENTIFIER,
+                "default": default,
+                "description": about
+            })
+        };
+        json!({
+            "type": "object",
+            "properties": {
+                "from": field("the field the slug is made from", "title"),
+                "to": field("the field the slug is written to", "slug")
+            },
+            "additionalProperties": false
+        })
     }
 
     fn before_call(

@@ -88,6 +88,7 @@ pub fn schemas(e: &Entity, out: &mut Map<String, Json>) {
     }
     out.insert(t.clone(), object);
     out.insert(format!("{t}Columns"), columns);
+    out.insert(format!("{t}DryRun"), super::dry_run_schema(e));
     out.insert(format!("{t}Create"), create);
     out.insert(format!("{t}Update"), super::payload(&e.update_schema));
     let mut put_item = super::payload(&e.update_schema);
@@ -313,21 +314,41 @@ fn body(required: bool, schema: Json, example: Json) -> Json {
     json!({"required": required, "content": {"application/json": {"schema": schema, "example": example}}})
 }
 
-/// The operations of `e` under `prefix`, with operationIds ending in `suffix`.
+/// The operations of `e` under `prefix`, with operationIds ending in `suffix`: the collection
+/// (list, create, batch change and delete) and one object (read, change, delete).
 pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Json>) {
-    let t = type_name(&e.name);
-    let name = &e.name;
-    let ids = operation_ids(name, suffix);
+    let ids = operation_ids(&e.name, suffix);
     let example = example(e);
-    let mut list_params = vec![
+    let batch_ops = [bgrs_param(), dry_run_param(), atomic_param()];
+    let mut collection = Map::new();
+    collection.insert("get".into(), list_op(e, &ids));
+    collection.insert("post".into(), create_op(e, &ids, &example));
+    collection.insert("put".into(), batch_update_op(e, &ids, &example, &batch_ops));
+    collection.insert("delete".into(), batch_delete_op(e, &ids, &batch_ops));
+    paths.insert(format!("{prefix}/{}", e.name), Json::Object(collection));
+    paths.insert(
+        format!("{prefix}/{}/{{id}}", e.name),
+        object_ops(e, &ids, example),
+    );
+}
+
+/// The list operation's parameters: paging, the CSV switch, then [`query_params`].
+fn list_params(e: &Entity) -> Vec<Json> {
+    let mut params = vec![
         json!({"name": "limit", "in": "query", "description": "most objects in the page", "schema": {"type": "integer", "minimum": 0, "maximum": 10000, "default": 1000}}),
         json!({"name": "offset", "in": "query", "description": "objects to skip; not with `cursor`", "schema": {"type": "integer", "minimum": 0, "maximum": i64::MAX}}),
         json!({"name": "cursor", "in": "query", "description": "continue after the last object of an earlier page: the value from that reply's `Link: <...>; rel=\"next\"` header; not with `offset`", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"}}),
         json!({"name": "t", "in": "query", "description": "csv: the same data as CSV", "schema": {"type": "string", "enum": ["csv", "json"]}}),
     ];
-    list_params.extend(query_params(e));
-    let mut list_resp = Map::new();
-    list_resp.insert(
+    params.extend(query_params(e));
+    params
+}
+
+/// `GET /<res>`: a page of objects.
+fn list_op(e: &Entity, ids: &OperationIds) -> Json {
+    let (name, t) = (&e.name, type_name(&e.name));
+    let mut responses = Map::new();
+    responses.insert(
         "200".into(),
         json!({
             "description": format!("a page of {name}"),
@@ -341,134 +362,170 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
             }
         }),
     );
-    list_resp.extend(errors(&["400", "401", "403", "404", "405"]));
-    let one = json!({"description": format!("the {name} object"), "content": json_content(reference(&t))});
-    let results = json!({"type": "array", "items": reference("BatchItem")});
-    let accepted = json!({"description": "running in the background: follow it at /bgrs/{rid}", "content": json_content(reference("Accepted"))});
-    let mut create_resp = Map::new();
-    create_resp.insert(
+    responses.extend(errors(&["400", "401", "403", "404", "405"]));
+    json!({
+        "operationId": ids.list,
+        "summary": format!("List {name}"),
+        "description": format!(
+            "A page of `{name}` objects in id order, or in the order `sort` names. \
+             Filters: `field=value` (equal), `field[gt]`, `[gte]`, `[lt]`, `[lte]`, `[ne]`, `[in]` (comma-separated values) \
+             and `[contains]` (text, ignoring case), on any field, `id`, `created_dt` and `updated_dt`; all must hold. \
+             `fields` chooses the columns. `X-Total-Count` counts every object matching the filters; while more follow, \
+             `Link` gives the next page. `t=csv` returns the page as CSV."
+        ),
+        "tags": [name],
+        "parameters": list_params(e),
+        "responses": responses
+    })
+}
+
+/// The 202 answer of a call or batch run in the background.
+fn accepted() -> Json {
+    json!({"description": "running in the background: follow it at /bgrs/{rid}", "content": json_content(reference("Accepted"))})
+}
+
+/// The results of a batch run now, one per item.
+fn batch_results() -> Json {
+    json!({"type": "array", "items": reference("BatchItem")})
+}
+
+/// `POST /<res>`: one object, or a batch of them.
+fn create_op(e: &Entity, ids: &OperationIds, example: &Json) -> Json {
+    let (name, t) = (&e.name, type_name(&e.name));
+    let mut responses = Map::new();
+    responses.insert(
         "200".into(),
         json!({
-            "description": "the created object (one object sent), or one result per item (an array sent, bgrs=false)",
-            "content": json_content(json!({"oneOf": [reference(&t), results.clone()]}))
+            "description": format!(
+                "the created object (one object sent; `{t}DryRun` for a dry run that would create it), or one result per item (an array sent, bgrs=false)"
+            ),
+            "content": json_content(json!({"oneOf": [
+                reference(&t),
+                reference(&format!("{t}DryRun")),
+                batch_results()
+            ]}))
         }),
     );
-    create_resp.insert("202".into(), accepted.clone());
-    create_resp.extend(errors(&[
+    responses.insert("202".into(), accepted());
+    responses.extend(errors(&[
         "400", "401", "403", "404", "405", "409", "413", "415",
     ]));
-    let mut batch_resp = Map::new();
-    batch_resp.insert(
+    let mut params = vec![bgrs_param(), dry_run_param(), atomic_param()];
+    let upsert = if e.has_key() {
+        params.push(upsert_param(e));
+        format!(
+            " With `upsert=1` each object is created, or updated when an object with its key ({}) exists.",
+            key_list(e)
+        )
+    } else {
+        String::new()
+    };
+    let create = reference(&format!("{t}Create"));
+    json!({
+        "operationId": ids.create,
+        "summary": format!("Create one {name} object, or a batch of them"),
+        "description": format!(
+            "One `{t}Create` object creates one object and answers with it (or 202 with `bgrs=1`). \
+             An array of them is a batch. {PER_ITEM}{upsert}"
+        ),
+        "tags": [name],
+        "parameters": params,
+        "requestBody": body(true, json!({"oneOf": [create, {"type": "array", "items": create}]}), example.clone()),
+        "responses": responses
+    })
+}
+
+/// The answers of a batch change or delete.
+fn batch_responses() -> Map<String, Json> {
+    let mut responses = Map::new();
+    responses.insert(
         "200".into(),
-        json!({"description": "one result per item, in order", "content": json_content(results)}),
+        json!({"description": "one result per item, in order", "content": json_content(batch_results())}),
     );
-    batch_resp.insert("202".into(), accepted.clone());
-    batch_resp.extend(errors(&["400", "401", "403", "404", "405", "413", "415"]));
-    let mut batch_update_example = example.clone();
-    batch_update_example["id"] = json!(1);
-    let mut post_params = vec![bgrs_param(), dry_run_param(), atomic_param()];
-    if e.has_key() {
-        post_params.push(upsert_param(e));
-    }
-    paths.insert(
-        format!("{prefix}/{name}"),
-        json!({
-            "get": {
-                "operationId": ids.list,
-                "summary": format!("List {name}"),
-                "description": format!(
-                    "A page of `{name}` objects in id order, or in the order `sort` names. \
-                     Filters: `field=value` (equal), `field[gt]`, `[gte]`, `[lt]`, `[lte]`, `[ne]`, `[in]` (comma-separated values) \
-                     and `[contains]` (text, ignoring case), on any field, `id`, `created_dt` and `updated_dt`; all must hold. \
-                     `fields` chooses the columns. `X-Total-Count` counts every object matching the filters; while more follow, \
-                     `Link` gives the next page. `t=csv` returns the page as CSV."
-                ),
-                "tags": [name],
-                "parameters": list_params,
-                "responses": list_resp
-            },
-            "post": {
-                "operationId": ids.create,
-                "summary": format!("Create one {name} object, or a batch of them"),
-                "description": format!(
-                    "One `{t}Create` object creates one object and answers with it (or 202 with `bgrs=1`). \
-                     An array of them is a batch. {PER_ITEM}{}",
-                    if e.has_key() {
-                        format!(" With `upsert=1` each object is created, or updated when an object with its key ({}) exists.", key_list(e))
-                    } else {
-                        String::new()
-                    }
-                ),
-                "tags": [name],
-                "parameters": post_params,
-                "requestBody": body(true, json!({"oneOf": [
-                    reference(&format!("{t}Create")),
-                    {"type": "array", "items": reference(&format!("{t}Create"))}
-                ]}), example.clone()),
-                "responses": create_resp
-            },
-            "put": {
-                "operationId": ids.update_batch,
-                "summary": format!("Change a batch of {name} objects"),
-                "description": if e.has_key() {
-                    format!("Each item names an object by `id`, or without `id` by its key ({}), and gives the fields to change; no object with that key is a 404 item. {PER_ITEM}", key_list(e))
-                } else {
-                    format!("Each item names an object by `id` and gives the fields to change. {PER_ITEM}")
-                },
-                "tags": [name],
-                "parameters": [bgrs_param(), dry_run_param(), atomic_param()],
-                "requestBody": body(true, json!({"type": "array", "items": reference(&format!("{t}BatchUpdate"))}), json!([batch_update_example])),
-                "responses": batch_resp.clone()
-            },
-            "delete": {
-                "operationId": ids.delete_batch,
-                "summary": format!("Delete a batch of {name} objects"),
-                "description": format!("Each item is an id, or an object with `id`. {PER_ITEM}"),
-                "tags": [name],
-                "parameters": [bgrs_param(), dry_run_param(), atomic_param()],
-                "requestBody": body(true, json!({"type": "array", "items": reference("BatchDeleteItem")}), json!([1, {"id": 2}])),
-                "responses": batch_resp
-            }
-        }),
-    );
+    responses.insert("202".into(), accepted());
+    responses.extend(errors(&["400", "401", "403", "404", "405", "413", "415"]));
+    responses
+}
+
+/// `PUT /<res>`: a batch of changes.
+fn batch_update_op(e: &Entity, ids: &OperationIds, example: &Json, params: &[Json]) -> Json {
+    let (name, t) = (&e.name, type_name(&e.name));
+    let mut item = example.clone();
+    item["id"] = json!(1);
+    let description = if e.has_key() {
+        format!(
+            "Each item names an object by `id`, or without `id` by its key ({}), and gives the fields to change; no object with that key is a 404 item. {PER_ITEM}",
+            key_list(e)
+        )
+    } else {
+        format!("Each item names an object by `id` and gives the fields to change. {PER_ITEM}")
+    };
+    json!({
+        "operationId": ids.update_batch,
+        "summary": format!("Change a batch of {name} objects"),
+        "description": description,
+        "tags": [name],
+        "parameters": params,
+        "requestBody": body(true, json!({"type": "array", "items": reference(&format!("{t}BatchUpdate"))}), json!([item])),
+        "responses": batch_responses()
+    })
+}
+
+/// `DELETE /<res>`: a batch of deletes.
+fn batch_delete_op(e: &Entity, ids: &OperationIds, params: &[Json]) -> Json {
+    let name = &e.name;
+    json!({
+        "operationId": ids.delete_batch,
+        "summary": format!("Delete a batch of {name} objects"),
+        "description": format!("Each item is an id, or an object with `id`. {PER_ITEM}"),
+        "tags": [name],
+        "parameters": params,
+        "requestBody": body(true, json!({"type": "array", "items": reference("BatchDeleteItem")}), json!([1, {"id": 2}])),
+        "responses": batch_responses()
+    })
+}
+
+/// `/<res>/{id}`: read, change and delete one object. Each answers with the object, whose id
+/// is known even in a dry run.
+fn object_ops(e: &Entity, ids: &OperationIds, example: Json) -> Json {
+    let (name, t) = (&e.name, type_name(&e.name));
     let id_param = json!({"name": "id", "in": "path", "required": true, "description": format!("the id of the {name} object"), "schema": {"type": "integer", "minimum": 1, "maximum": i64::MAX}});
+    let one = json!({"description": format!("the {name} object"), "content": json_content(reference(&t))});
     let mut get_resp = Map::new();
     get_resp.insert("200".into(), one.clone());
     get_resp.extend(errors(&["401", "403", "404"]));
     let mut write_resp = Map::new();
     write_resp.insert("200".into(), one);
-    write_resp.insert("202".into(), accepted);
+    write_resp.insert("202".into(), accepted());
     write_resp.extend(errors(&["400", "401", "403", "404", "409", "413", "415"]));
-    paths.insert(
-        format!("{prefix}/{name}/{{id}}"),
-        json!({
-            "get": {
-                "operationId": ids.get,
-                "summary": format!("Read one {name} object"),
-                "description": format!("The `{name}` object with this id."),
-                "tags": [name],
-                "parameters": [id_param],
-                "responses": get_resp
-            },
-            "put": {
-                "operationId": ids.update,
-                "summary": format!("Change the given fields of a {name} object"),
-                "description": "Fields left out keep their values; an optional field without a default may be cleared with null. Answers with the whole changed object (or 202 with `bgrs=1`).",
-                "tags": [name],
-                "parameters": [id_param, bgrs_param(), dry_run_param()],
-                "requestBody": body(false, reference(&format!("{t}Update")), example),
-                "responses": write_resp.clone()
-            },
-            "delete": {
-                "operationId": ids.delete,
-                "summary": format!("Delete a {name} object"),
-                "description": "Answers with the deleted object (or 202 with `bgrs=1`); 409 while other objects still reference it.",
-                "tags": [name],
-                "parameters": [id_param, bgrs_param(), dry_run_param()],
-                "responses": write_resp
-            }
-        }),
-    );
+    let write_params = [id_param.clone(), bgrs_param(), dry_run_param()];
+    json!({
+        "get": {
+            "operationId": ids.get,
+            "summary": format!("Read one {name} object"),
+            "description": format!("The `{name}` object with this id."),
+            "tags": [name],
+            "parameters": [id_param],
+            "responses": get_resp
+        },
+        "put": {
+            "operationId": ids.update,
+            "summary": format!("Change the given fields of a {name} object"),
+            "description": "Fields left out keep their values; an optional field without a default may be cleared with null. Answers with the whole changed object (or 202 with `bgrs=1`).",
+            "tags": [name],
+            "parameters": write_params,
+            "requestBody": body(false, reference(&format!("{t}Update")), example),
+            "responses": write_resp.clone()
+        },
+        "delete": {
+            "operationId": ids.delete,
+            "summary": format!("Delete a {name} object"),
+            "description": "Answers with the deleted object (or 202 with `bgrs=1`); 409 while other objects still reference it.",
+            "tags": [name],
+            "parameters": write_params,
+            "responses": write_resp
+        }
+    })
 }
 
 #[cfg(test)]

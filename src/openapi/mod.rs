@@ -113,31 +113,62 @@ fn no_nul(s: &mut Json) {
     }
 }
 
-/// The schema of an object as the API returns it.
-fn object_schema(e: &Entity) -> Json {
+/// A stored timestamp as the API writes it (UTC, `YYYY-MM-DD HH:MM:SS`).
+fn timestamp(about: &str) -> Json {
+    json!({
+        "type": "string",
+        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}$",
+        "description": about
+    })
+}
+
+/// The schema of an object as the API returns it: every readable field is present; `id` and
+/// the required fields are never null; a value carries the type, `enum`, `maxLength` and
+/// `format` of its field, as the create schema does. `id` is the schema of the id.
+fn read_schema(e: &Entity, id: Json) -> Json {
     let mut props = Map::new();
-    props.insert(
-        "id".into(),
-        json!({"type": ["integer", "null"], "description": "null only in a dry run's answer, for an object that would be created"}),
-    );
+    props.insert("id".into(), id);
     for f in e.fields.iter().filter(|f| !f.secret) {
-        let mut s = crate::schema::field_schema(f);
-        if let Some(o) = s.as_object_mut() {
-            // Stored values are returned as they are; only their type is promised.
-            o.remove("maxLength");
-            o.remove("format");
-            o.remove("pattern");
-            o.remove("minimum");
-            o.remove("maximum");
-            o.remove("enum");
-        }
-        let t = s["type"].clone();
-        s["type"] = json!([t, "null"]);
+        let s = crate::schema::field_schema(f);
+        let s = if f.required {
+            s
+        } else {
+            json!({"anyOf": [s, {"type": "null"}]})
+        };
         props.insert(f.name.clone(), s);
     }
-    props.insert("created_dt".into(), json!({"type": "string"}));
-    props.insert("updated_dt".into(), json!({"type": "string"}));
-    json!({"type": "object", "properties": props, "required": ["id", "created_dt", "updated_dt"]})
+    props.insert(
+        "created_dt".into(),
+        timestamp("when the object was created"),
+    );
+    props.insert(
+        "updated_dt".into(),
+        timestamp("when the object was last changed"),
+    );
+    let required: Vec<&String> = props.keys().collect();
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+/// The schema of an object as the API returns it.
+fn object_schema(e: &Entity) -> Json {
+    read_schema(
+        e,
+        json!({"type": "integer", "minimum": 1, "description": "the object's id"}),
+    )
+}
+
+/// The schema of a dry run's answer for an object it would create: the object as it would be
+/// stored, without an id.
+fn dry_run_schema(e: &Entity) -> Json {
+    let mut s = read_schema(
+        e,
+        json!({"type": "null", "description": "no id: the object was not kept"}),
+    );
+    s["description"] = json!(format!(
+        "a {} object a dry run (`dry_run=1`) would create, as it would be stored but without an id; a dry run that changes or deletes an object answers with that object as it would be",
+        e.name
+    ));
+    s
 }
 
 /// The error responses `codes`; a route that checks credentials (401) may also throttle

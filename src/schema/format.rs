@@ -148,10 +148,12 @@ fn properties(keys: &[Key], schema_of: impl Fn(&str) -> Json) -> Map<String, Jso
         .collect()
 }
 
-const IDENTIFIER: &str = "^[a-z][a-z0-9_]{0,62}$";
+/// The pattern of a name in entity files (entities, fields), for JSON Schemas.
+pub const IDENTIFIER: &str = "^[a-z][a-z0-9_]{0,62}$";
 
-/// The JSON Schema (2020-12) of an entity file. `plugins` are the plugin names this build knows.
-pub fn json_schema(plugins: &[&str]) -> Json {
+/// The JSON Schema (2020-12) of an entity file. `plugins` are the plugins this build knows,
+/// each with the JSON Schema of its settings.
+pub fn json_schema(plugins: &[(&str, Json)]) -> Json {
     let role = json!({"enum": ROLES});
     let access = properties(ACCESS_KEYS, |k| match k {
         "own" => {
@@ -186,7 +188,12 @@ pub fn json_schema(plugins: &[&str]) -> Json {
             "then": {"required": [key]}
         })
     };
-    let plugin = json!({"enum": plugins});
+    let names: Vec<&str> = plugins.iter().map(|(name, _)| *name).collect();
+    let plugin = json!({"enum": names});
+    let settings: Map<String, Json> = plugins
+        .iter()
+        .map(|(name, schema)| (name.to_string(), schema.clone()))
+        .collect();
     let entity = properties(ENTITY_KEYS, |k| match k {
         "name" => json!({"type": "string", "pattern": IDENTIFIER}),
         "description" => json!({"type": "string"}),
@@ -200,7 +207,8 @@ pub fn json_schema(plugins: &[&str]) -> Json {
             "type": "array",
             "items": {"oneOf": [
                 plugin.clone(),
-                {"type": "object", "minProperties": 1, "maxProperties": 1, "propertyNames": plugin.clone()}
+                {"type": "object", "minProperties": 1, "maxProperties": 1, "propertyNames": plugin.clone(),
+                 "properties": settings}
             ]}
         }),
         "allow_destructive" => json!({"type": "boolean"}),

@@ -1,6 +1,6 @@
 // A client generated from entiserve's OpenAPI document (src/schema.d.ts, `npm run gen`) run
-// against a live server: sign-in, create, read, filtered list, a synchronous batch and a
-// background CSV upload. Every status and value is checked; the first mismatch ends the run
+// against a live server: sign-in, create, read (a created object's id passed straight to its
+// read and change), a dry run, filtered list, a synchronous batch and a background CSV upload. Every status and value is checked; the first mismatch ends the run
 // with a message and exit code 1.
 //
 // Env: BASE_URL (e.g. http://127.0.0.1:8080), ADMIN_PASSWORD (the `admin` user's password).
@@ -110,6 +110,46 @@ async function main(): Promise<void> {
     const total = response.headers.get("X-Total-Count");
     check(total === "1", `GET /campaigns?name=...: X-Total-Count ${JSON.stringify(total)}, expected "1"`);
     console.log(`created campaign ${id}, read it back and found it by name`);
+  }
+
+  // A created object's `id` goes straight into the path of its read, and what the read returns
+  // straight into the next call: in an object ids and required fields are never null (only the
+  // object a dry run would create has no id, and that reply has a schema of its own).
+  {
+    const made = await api.POST("/campaigns", { body: { name: `${tag} straight` } });
+    expectStatus(made.response, 200, "POST /campaigns (straight)", made.error);
+    check(
+      made.data !== undefined && !Array.isArray(made.data) && "id" in made.data && made.data.id !== null,
+      `POST /campaigns (straight): ${JSON.stringify(made.data)}`,
+    );
+    const again = await api.GET("/campaigns/{id}", { params: { path: { id: made.data.id } } });
+    expectStatus(again.response, 200, `GET /campaigns/${made.data.id}`, again.error);
+    check(again.data !== undefined, `GET /campaigns/${made.data.id}: no body`);
+    const name: string = again.data.name;
+    check(name === `${tag} straight`, `GET /campaigns/${made.data.id}: name ${JSON.stringify(name)}`);
+    const changed = await api.PUT("/campaigns/{id}", {
+      params: { path: { id: again.data.id } },
+      body: { is_active: false },
+    });
+    expectStatus(changed.response, 200, `PUT /campaigns/${again.data.id}`, changed.error);
+    check(
+      changed.data !== undefined && "id" in changed.data && changed.data.id === again.data.id,
+      `PUT /campaigns/${again.data.id}: ${JSON.stringify(changed.data)}`,
+    );
+    check(changed.data.is_active === false, `PUT /campaigns/${again.data.id}: is_active ${changed.data.is_active}`);
+
+    // A dry run's reply for an object it would create: no id, and nothing kept.
+    const dry = await api.POST("/campaigns", {
+      params: { query: { dry_run: "1" } },
+      body: { name: `${tag} dry` },
+    });
+    expectStatus(dry.response, 200, "POST /campaigns?dry_run=1", dry.error);
+    check(
+      dry.data !== undefined && !Array.isArray(dry.data) && "id" in dry.data && dry.data.id === null,
+      `POST /campaigns?dry_run=1: ${JSON.stringify(dry.data)}`,
+    );
+    check(dry.data.name === `${tag} dry`, `POST /campaigns?dry_run=1: name ${JSON.stringify(dry.data.name)}`);
+    console.log(`campaign ${made.data.id}: its id passed straight to GET and PUT; a dry run answered without an id`);
   }
 
   // A synchronous batch of three creates: one result item per input item, in order.
