@@ -129,7 +129,7 @@ fn read_schema(e: &Entity, id: Json) -> Json {
     let mut props = Map::new();
     props.insert("id".into(), id);
     for f in e.fields.iter().filter(|f| !f.secret) {
-        let s = crate::schema::field_schema(f);
+        let s = crate::schema::read_field_schema(f);
         let s = if f.required {
             s
         } else {

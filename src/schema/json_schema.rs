@@ -6,11 +6,21 @@ use serde_json::{Map, Value as Json, json};
 /// What a decimal field's string must look like (its exact value is checked on storing).
 pub const DECIMAL_PATTERN: &str = "^ *[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+) *$";
 
-/// JSON Schema of one field's value (without the null alternative).
+/// JSON Schema of one field's value as a client may send it (without the null alternative).
 pub fn field_schema(f: &Field) -> Json {
+    schema_of(f, false)
+}
+
+/// JSON Schema of one field's value as the API returns it: a decimal is always a number.
+pub fn read_field_schema(f: &Field) -> Json {
+    schema_of(f, true)
+}
+
+fn schema_of(f: &Field, read: bool) -> Json {
     let mut s = match &f.ty {
         FieldType::String | FieldType::Text => json!({"type": "string"}),
         FieldType::Integer => json!({"type": "integer"}),
+        FieldType::Decimal if read => json!({"type": "number"}),
         // A JSON number, or a string holding one exactly (`"12.50"`): a client whose numbers
         // are binary floats can still send every digit.
         FieldType::Decimal => json!({

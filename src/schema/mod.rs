@@ -9,7 +9,7 @@ mod raw;
 pub mod value;
 
 pub use compile::{Diagnostic, compile_dir, compile_sources};
-pub use json_schema::field_schema;
+pub use json_schema::{field_schema, read_field_schema};
 
 use indexmap::IndexMap;
 use serde_json::Value as Json;
