@@ -75,8 +75,9 @@ enum CsvText {
     /// number, a fraction for an integer, a number past 64 bits); the CSV cell is text that is
     /// converted first, and its message names the field and the cell's value instead.
     Converted,
-    /// The header check refuses the whole file before any row runs (an unknown column):
-    /// the upload itself answers 400, and nothing changes.
+    /// The header check refuses the whole file before any row runs (an unknown column, or
+    /// a create without the column of a required field): the upload itself answers 400, and
+    /// nothing changes.
     WholeFile,
 }
 
@@ -214,7 +215,8 @@ fn cases() -> Vec<Case> {
             json!({"note": "no code"}),
             400,
             bad,
-        ),
+        )
+        .whole_file(),
         case(
             "create: integer given a word",
             Create,
