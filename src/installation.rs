@@ -150,7 +150,13 @@ pub fn restore(
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: the restore is not complete: {e:#}");
+            let told = format!("{e:#}");
+            // A refusal before anything was written says so itself.
+            if told.contains("nothing was restored") {
+                eprintln!("error: {told}");
+            } else {
+                eprintln!("error: the restore is not complete: {told}");
+            }
             ExitCode::FAILURE
         }
     }

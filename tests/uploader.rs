@@ -283,7 +283,8 @@ async fn whole_file_rejections_change_nothing() {
         ),
         (
             form("campaigns", "a.csv", b"op,name\nc,x\nc,caf\xe9\n".to_vec()),
-            "line 2",
+            // As an editor counts: the header is line 1.
+            "line 3 of the file",
         ),
         (
             form("campaigns", "a.csv", b"op,name,name\nc,x,y\n".to_vec()),

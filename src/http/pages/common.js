@@ -108,15 +108,21 @@ const Tools = (() => {
 
   // ---- CSV -------------------------------------------------------------------------------
 
-  /** The separator the server would choose from a header line: `;` if it has more of them. */
+  /**
+   * The separator the server would choose from a header line: of `,`, `;`, tab and `|`, the
+   * one found most often outside quotes (the earlier one on a tie, `,` when none is).
+   */
   function detectSeparator(headerLine) {
-    let commas = 0, semis = 0, quoted = false;
+    const seps = [',', ';', '\t', '|'];
+    const counts = [0, 0, 0, 0];
+    let quoted = false;
     for (const c of headerLine) {
       if (c === '"') quoted = !quoted;
-      else if (!quoted && c === ',') commas++;
-      else if (!quoted && c === ';') semis++;
+      else if (!quoted && seps.includes(c)) counts[seps.indexOf(c)]++;
     }
-    return semis > commas ? ';' : ',';
+    let best = 0;
+    for (let i = 1; i < seps.length; i++) if (counts[i] > counts[best]) best = i;
+    return seps[best];
   }
 
   /** The first line of `text` (outside quotes). */
