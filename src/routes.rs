@@ -41,7 +41,10 @@ const GET: &[&str] = &["GET"];
 /// Every route. Static segments win over `:name` ones, so `/bgrs/:rid` is never an entity's
 /// item route.
 pub const ROUTES: &[Route] = &[
-    fixed("/", GET),
+    Route {
+        unprefixed_only: true,
+        ..fixed("/", GET)
+    },
     Route {
         unprefixed_only: true,
         ..fixed("/healthz", GET)

@@ -70,22 +70,17 @@ impl PagesApi {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .any(|v| v.contains("text/html"));
-        let prefix = if req.original_uri().path().starts_with(crate::routes::PREFIX) {
-            crate::routes::PREFIX
-        } else {
-            ""
-        };
         if wants_html {
             return Streamed::new(
                 Response::builder()
                     .status(poem::http::StatusCode::SEE_OTHER)
-                    .header("location", format!("{prefix}{CONSOLE}"))
+                    .header("location", CONSOLE)
                     .finish(),
             );
         }
         Streamed::new(super::json_response(
             poem::http::StatusCode::OK,
-            &entry_points(prefix),
+            &entry_points(),
         ))
     }
 
@@ -162,23 +157,22 @@ impl PagesApi {
     }
 }
 
-/// The JSON index of the entry points under `prefix` (`""` or the versioned prefix).
-fn entry_points(prefix: &str) -> serde_json::Value {
-    let at = |p: &str| format!("{prefix}{p}");
+/// The JSON index of the entry points.
+fn entry_points() -> serde_json::Value {
     serde_json::json!({
         "name": "entiserve",
         "version": env!("CARGO_PKG_VERSION"),
         "console": {
-            "data": at(CONSOLE),
-            "requests": at("/tools/requests"),
-            "uploader": at("/tools/uploader"),
+            "data": CONSOLE,
+            "requests": "/tools/requests",
+            "uploader": "/tools/uploader",
         },
         "api": {
-            "document": at("/openapi.json"),
-            "reference": at("/docs"),
-            "token": at("/auth/token"),
-            "me": at("/users/me"),
-            "requests": at("/bgrs"),
+            "document": "/openapi.json",
+            "reference": "/docs",
+            "token": "/auth/token",
+            "me": "/users/me",
+            "requests": "/bgrs",
         },
         "health": {"live": "/healthz", "ready": "/readyz", "metrics": "/metrics"},
     })
