@@ -231,13 +231,23 @@ async fn copy_limited(
         tokio::fs::File::create(path).await.map_err(io)?,
     );
     let mut total = 0u64;
+    let mut failed = None;
     while let Some(chunk) = field
         .chunk()
         .await
         .map_err(|e| form_error(e, limits, file_field))?
     {
         total += chunk.len() as u64;
-        out.write_all(&chunk).await.map_err(io)?;
+        if failed.is_none()
+            && let Err(e) = out.write_all(&chunk).await
+        {
+            failed = Some(io(e));
+        }
+        // After a failed write (a full disk) the rest of the file is read and dropped, so
+        // that the client, still sending, gets the answer instead of a broken connection.
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     out.flush().await.map_err(io)?;
     Ok(total)
