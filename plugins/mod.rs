@@ -21,10 +21,24 @@ use crate::engine::{Call, CallError, Caller, Engine};
 use crate::schema::Entity;
 use crate::settings::Settings;
 use crate::storage::Tx;
-use crate::uploader::UploadError;
 use serde_json::Value as Json;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Why an upload was refused as a whole (nothing ran); what [`Plugin::on_archive`] returns.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the file cannot be used: {0}")]
+    BadFile(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    UnknownEntity(String),
+    #[error("storage failure: {0}")]
+    Io(String),
+}
 
 /// A plugin. `settings` is what the entity's YAML gives it (`null` when none).
 #[async_trait::async_trait]

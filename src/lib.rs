@@ -15,6 +15,7 @@ pub mod evolve;
 pub mod files;
 pub mod http;
 pub mod input;
+pub mod item_texts;
 pub mod jobs;
 pub mod migrate_data;
 pub mod objects;
@@ -139,7 +140,7 @@ impl App {
         if store.is_shared() {
             tracing::info!(store = %store.describe(), "files are kept in an object store; the data directory is scratch space");
         }
-        let files = store.child(uploader::MEDIA_FILES);
+        let files = store.child(files::MEDIA_FILES);
         let kinds = jobs::kinds::Registry::default()
             .with(Arc::new(jobs::Items::batch()))
             .with(Arc::new(jobs::Items::call()))
@@ -152,7 +153,7 @@ impl App {
         jobs.release_stale_local().await?;
         // Before anything is accepted, every scratch file no request owns is an orphan.
         jobs.sweep_scratch(std::time::Duration::ZERO).await?;
-        auth::password::set_min_length(settings.min_password_length);
+        engine::password::set_min_length(settings.min_password_length);
         let conns = Arc::new(http::conn::Connections::default());
         let acceptor =
             http::conn::TimedAcceptor::new(acceptor, settings.header_timeout, conns.clone());
@@ -164,7 +165,7 @@ impl App {
             plugins,
             files,
             conns,
-            fixed_document: openapi::fixed_part(),
+            fixed_document: openapi::fixed_part(http::api::spec()),
         });
         Ok(App {
             state,

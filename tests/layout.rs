@@ -360,7 +360,10 @@ type Graph = BTreeMap<String, BTreeMap<String, String>>;
 fn module_graph(root: &Path) -> Graph {
     let files = library_files(root);
     let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(root, f)).collect();
-    let mut graph: Graph = modules.iter().map(|m| (m.clone(), BTreeMap::new())).collect();
+    let mut graph: Graph = modules
+        .iter()
+        .map(|m| (m.clone(), BTreeMap::new()))
+        .collect();
     for f in &files {
         let Some(from) = module_of(root, f) else {
             continue;
@@ -458,7 +461,10 @@ fn top_level_modules_have_no_cycle() {
         "the walk missed a top-level module:\n{}",
         show_graph(&graph)
     );
-    println!("the top-level modules and what they use:\n{}", show_graph(&graph));
+    println!(
+        "the top-level modules and what they use:\n{}",
+        show_graph(&graph)
+    );
     let found = cycles(&graph);
     let lines: Vec<String> = found
         .iter()
@@ -497,15 +503,22 @@ macro_rules! m { () => { $crate::auth::x() }; }
     let want = [(2, "engine"), (3, "jobs"), (3, "time"), (3, "storage")];
     assert_eq!(
         names,
-        want.iter().map(|(l, n)| (*l, n.to_string())).collect::<Vec<_>>()
+        want.iter()
+            .map(|(l, n)| (*l, n.to_string()))
+            .collect::<Vec<_>>()
     );
-    let graph: Graph = [("a", vec!["b"]), ("b", vec!["c"]), ("c", vec!["a"]), ("d", vec!["a"])]
-        .into_iter()
-        .map(|(m, deps)| {
-            let deps = deps.into_iter().map(|d| (d.to_string(), String::new()));
-            (m.to_string(), deps.collect())
-        })
-        .collect();
+    let graph: Graph = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec!["a"]),
+    ]
+    .into_iter()
+    .map(|(m, deps)| {
+        let deps = deps.into_iter().map(|d| (d.to_string(), String::new()));
+        (m.to_string(), deps.collect())
+    })
+    .collect();
     assert_eq!(cycles(&graph), vec![vec!["a", "b", "c"]]);
 }
 
@@ -599,7 +612,10 @@ fn functions_fit_on_a_screen() {
         for (name, line, len) in functions(&scan(&src).code) {
             if len > MAX_FN_LINES {
                 let rel = f.strip_prefix(root).unwrap_or(f);
-                found.push(format!("{}:{line}: fn {name} is {len} lines", rel.display()));
+                found.push(format!(
+                    "{}:{line}: fn {name} is {len} lines",
+                    rel.display()
+                ));
             }
         }
     }
@@ -630,5 +646,11 @@ fn outer(f: fn(u8) -> u8, a: [u8; 2]) -> u8 {
         .iter()
         .map(|(n, l, len)| (n.as_str(), *l, *len))
         .collect();
-    assert_eq!(got, want.iter().filter(|w| w.0 != "decl").copied().collect::<Vec<_>>());
+    assert_eq!(
+        got,
+        want.iter()
+            .filter(|w| w.0 != "decl")
+            .copied()
+            .collect::<Vec<_>>()
+    );
 }

@@ -400,7 +400,8 @@ async fn background_work_never_stores_a_secret_in_clear() {
 
 #[tokio::test]
 async fn expired_tokens_are_refused_and_purged() {
-    use entiserve::auth::{Auth, AuthError, password};
+    use entiserve::auth::{Auth, AuthError};
+    use entiserve::engine::password;
     use entiserve::schema::ColType;
     use entiserve::storage::{self, Value};
     let dir = tempfile::tempdir().unwrap();

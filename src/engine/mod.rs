@@ -12,6 +12,7 @@ pub mod exec;
 mod gather;
 mod group;
 pub mod hooks;
+pub mod password;
 pub mod points;
 pub mod prepare;
 pub mod query;

@@ -334,9 +334,7 @@ pub async fn prepare_at(
         let stored = if f.secret {
             match v.as_str() {
                 Some(sealed) if prehashed => Value::text(sealed),
-                Some(plain) => {
-                    Value::text(crate::auth::password::hash_async(plain.to_string()).await?)
-                }
+                Some(plain) => Value::text(super::password::hash_async(plain.to_string()).await?),
                 None => Value::Text(None),
             }
         } else {

@@ -99,8 +99,3 @@ impl Jobs {
         self.wake.notify_one();
     }
 }
-
-/// Seconds since the Unix epoch.
-pub fn unix_now() -> i64 {
-    chrono::Utc::now().timestamp()
-}

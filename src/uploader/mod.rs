@@ -18,20 +18,7 @@ mod whole;
 
 use std::path::PathBuf;
 
-/// Why an upload was refused as a whole (nothing ran).
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("the file cannot be used: {0}")]
-    BadFile(String),
-    #[error("{0}")]
-    TooLarge(String),
-    #[error("{0}")]
-    UnknownEntity(String),
-    #[error("storage failure: {0}")]
-    Io(String),
-}
+pub use crate::plugins::UploadError;
 
 /// Everything a run needs to know about one upload; stored with a background request.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -79,9 +66,6 @@ impl Plan {
         format!("{}res.csv", self.file_name)
     }
 }
-
-/// The folder of the file storage that holds bundle files (`/media/files/...`).
-pub const MEDIA_FILES: &str = "media/files";
 
 /// The result file of request `rid` under the data directory (its place while it is
 /// written), and its key in the file storage, which is also its server-relative path.
