@@ -22,6 +22,9 @@ pub mod retry;
 pub mod secrets;
 pub mod whole;
 
+/// The failure the storage calls of the engine and of jobs return; [`internal`] hides it from
+/// callers.
+pub use crate::storage::StorageError;
 pub use error::CallError;
 
 use crate::catalog::CatalogHandle;
@@ -132,6 +135,11 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Whether the database answers a trivial query.
+    pub async fn ping(&self) -> Result<(), StorageError> {
+        crate::storage::ping(self.storage.as_ref()).await
+    }
+
     /// An engine; on SQLite it starts the group-commit writer (needs a tokio runtime).
     pub fn new(
         catalog: CatalogHandle,
@@ -260,7 +268,7 @@ fn changed_user(p: &prepare::Prepared, obj: &Json) -> Option<i64> {
 }
 
 /// Logs a storage failure and hides it behind [`CallError::Internal`].
-pub fn internal(e: crate::storage::StorageError) -> CallError {
+pub fn internal(e: StorageError) -> CallError {
     tracing::error!(error = %e, "storage failure");
     CallError::Internal
 }

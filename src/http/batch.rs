@@ -229,8 +229,7 @@ pub async fn run(
         });
     }
     if let Some(k) = &key {
-        let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
-        if let Some(reply) = jobs.idempotent_reply(&mut pool, caller.id, k).await? {
+        if let Some(reply) = jobs.idempotent_reply_on_pool(caller.id, k).await? {
             return Ok(reply_response(reply));
         }
     }
@@ -256,8 +255,7 @@ pub async fn run(
     };
     if let Some(k) = &key {
         let body = joined(parts);
-        let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
-        jobs.remember_reply(&mut pool, caller.id, k, 200, &body, "application/json")
+        jobs.remember_reply_on_pool(caller.id, k, 200, &body, "application/json")
             .await?;
         return Ok(Response::builder()
             .content_type("application/json")

@@ -6,7 +6,7 @@ use crate::item_texts::ItemTexts;
 use crate::storage::idempotency::{self, ReplyRow};
 use crate::storage::request_log;
 use crate::storage::requests::{self, Claim, NewRequestRow};
-use crate::storage::{Dialect, Exec, Result};
+use crate::storage::{Dialect, Exec, PoolExec, Result};
 use crate::time::unix_now;
 use serde_json::Value as Json;
 
@@ -127,6 +127,26 @@ impl Jobs {
             self.notify();
         }
         Ok(Ok(rid))
+    }
+
+    /// [`Jobs::idempotent_reply`] read on the pool, outside any transaction.
+    pub async fn idempotent_reply_on_pool(&self, user_id: i64, key: &str) -> Result<Option<Reply>> {
+        let mut pool = PoolExec(self.storage.as_ref());
+        self.idempotent_reply(&mut pool, user_id, key).await
+    }
+
+    /// [`Jobs::remember_reply`] written on the pool, outside any transaction.
+    pub async fn remember_reply_on_pool(
+        &self,
+        user_id: i64,
+        key: &str,
+        status: u16,
+        body: &str,
+        content_type: &str,
+    ) -> Result<()> {
+        let mut pool = PoolExec(self.storage.as_ref());
+        self.remember_reply(&mut pool, user_id, key, status, body, content_type)
+            .await
     }
 
     /// The reply stored for `key` of `user_id` within the last 24 hours.
