@@ -120,25 +120,7 @@ pub async fn rows(
         unsaved,
         parts,
     );
-    while let Some(next) = w.next(&mut stage).await? {
-        if *stop.borrow() {
-            return Ok(());
-        }
-        // Storage calls may complete without suspending; let other tasks run.
-        tokio::task::yield_now().await;
-        if let Some(why) = &refused {
-            w.not_run(&next.records, &format!("not run: {why}"))?;
-            continue;
-        }
-        if w.cancelled_at.is_some() {
-            w.not_run(&next.records, crate::jobs::NOT_RUN)?;
-            continue;
-        }
-        if w.run(&stage, next).await? == Step::LeaseLost {
-            return Ok(());
-        }
-    }
-    if w.lease_lost() {
+    if !run_all(&mut w, &mut stage, refused.as_deref(), stop).await? {
         return Ok(());
     }
     let cancelled_at = w.cancelled_at;
@@ -161,6 +143,35 @@ pub async fn rows(
     keep::drop_working_copy(jobs, &plan).await;
     keep::drop_local_result(jobs, &result_path).await;
     Ok(())
+}
+
+/// Runs (or writes as not run) every chunk the stage hands `w`. False when the run must stop
+/// here: stopped, or its lease lost.
+async fn run_all(
+    w: &mut Writer<'_>,
+    stage: &mut Stage,
+    refused: Option<&str>,
+    stop: &watch::Receiver<bool>,
+) -> Result<bool, StorageError> {
+    while let Some(next) = w.next(stage).await? {
+        if *stop.borrow() {
+            return Ok(false);
+        }
+        // Storage calls may complete without suspending; let other tasks run.
+        tokio::task::yield_now().await;
+        if let Some(why) = refused {
+            w.not_run(&next.records, &format!("not run: {why}"))?;
+            continue;
+        }
+        if w.cancelled_at.is_some() {
+            w.not_run(&next.records, crate::jobs::NOT_RUN)?;
+            continue;
+        }
+        if w.run(stage, next).await? == Step::LeaseLost {
+            return Ok(false);
+        }
+    }
+    Ok(!w.lease_lost())
 }
 
 /// Records how the run of `req` ended, its result file at `rel`: refused (a bundle's start
