@@ -228,10 +228,10 @@ pub async fn run(
             Err(reply) => reply_response(reply),
         });
     }
-    if let Some(k) = &key {
-        if let Some(reply) = jobs.idempotent_reply_on_pool(caller.id, k).await? {
-            return Ok(reply_response(reply));
-        }
+    if let Some(k) = &key
+        && let Some(reply) = jobs.idempotent_reply_on_pool(caller.id, k).await?
+    {
+        return Ok(reply_response(reply));
     }
     let parts = if mode.whole() {
         let calls: Vec<Result<Call, CallError>> = (0..items.len())
