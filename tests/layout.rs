@@ -353,13 +353,29 @@ fn code_find(c: &[char], from: usize, needle: &str) -> Option<usize> {
     (from..c.len().saturating_sub(n.len() - 1)).find(|&i| c[i..i + n.len()] == n[..])
 }
 
+/// The top-level modules `src/lib.rs` declares (`mod name;`); a file of `src/` outside them
+/// belongs to the binary.
+fn lib_modules(root: &Path) -> BTreeSet<String> {
+    let lib = std::fs::read_to_string(root.join("src").join("lib.rs")).expect("src/lib.rs");
+    let code = scan(&lib).code;
+    let words: Vec<&str> = code
+        .split(|c: char| !is_ident(c) && c != ';')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter(|w| w[0] == "mod" && w[1].ends_with(';'))
+        .map(|w| w[1].trim_end_matches(';').to_string())
+        .collect()
+}
+
 /// The dependency graph of the top-level modules: for each module, the modules its `crate::`
 /// paths name, each with the first place that names it.
 type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 fn module_graph(root: &Path) -> Graph {
     let files = library_files(root);
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(root, f)).collect();
+    let modules = lib_modules(root);
     let mut graph: Graph = modules
         .iter()
         .map(|m| (m.clone(), BTreeMap::new()))
