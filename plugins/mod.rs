@@ -26,10 +26,54 @@ use crate::engine::{Call, CallError, Caller, Engine};
 use crate::schema::Entity;
 use crate::settings::Settings;
 use crate::storage::Tx;
-use crate::uploader::UploadError;
 use serde_json::Value as Json;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Why an upload was refused as a whole (nothing ran); what [`Plugin::on_archive`] returns.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the file cannot be used: {0}")]
+    BadFile(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    UnknownEntity(String),
+    #[error("storage failure: {0}")]
+    Io(String),
+    /// The disk or the store is full.
+    #[error("out of space: {0}")]
+    Full(String),
+}
+
+impl From<std::io::Error> for UploadError {
+    fn from(e: std::io::Error) -> Self {
+        if crate::storage::is_out_of_space(&e) {
+            UploadError::Full(e.to_string())
+        } else {
+            UploadError::Io(e.to_string())
+        }
+    }
+}
+
+/// A CSV reader's or writer's failure: [`UploadError::Full`] when its I/O found the disk full.
+impl From<csv::Error> for UploadError {
+    fn from(e: csv::Error) -> Self {
+        UploadError::from(std::io::Error::from(e))
+    }
+}
+
+impl From<crate::files::FileError> for UploadError {
+    fn from(e: crate::files::FileError) -> Self {
+        if e.full {
+            UploadError::Full(e.to_string())
+        } else {
+            UploadError::Io(e.to_string())
+        }
+    }
+}
 
 /// A plugin. `settings` is what the entity's YAML gives it (`null` when none).
 #[async_trait::async_trait]

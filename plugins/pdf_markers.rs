@@ -8,9 +8,9 @@
 //! Settings: `markers` (entity, default `markers`), `campaigns` (entity, default
 //! `campaigns`), `page_field` (optional).
 
+use super::UploadError;
 use super::{Archive, Plugin, Start};
 use crate::engine::{Call, CallError, Op};
-use crate::uploader::UploadError;
 use serde_json::{Map, Value as Json, json};
 
 pub struct PdfMarkers;

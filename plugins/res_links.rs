@@ -5,9 +5,9 @@
 //!
 //! Settings: `fields` (list of fields to rewrite; default every string value).
 
+use super::UploadError;
 use super::{Archive, Plugin};
 use crate::engine::{Call, CallError, Op};
-use crate::uploader::UploadError;
 use serde_json::{Value as Json, json};
 
 pub struct ResLinks;

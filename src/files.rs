@@ -67,11 +67,49 @@ pub type ByteStream = BoxStream<'static, std::io::Result<bytes::Bytes>>;
 
 /// The folders of the file storage that hold what a server keeps: bundle files, result files
 /// and the working copies of uploads (backups and `migrate-data` copy these).
-pub const KEPT: [&str; 3] = [
-    crate::uploader::MEDIA_FILES,
-    "media/keep1m",
-    crate::uploader::keep::UPLOADS,
-];
+pub const KEPT: [&str; 3] = [MEDIA_FILES, "media/keep1m", UPLOADS];
+
+/// The folder of the file storage that holds bundle files (`/media/files/...`).
+pub const MEDIA_FILES: &str = "media/files";
+
+/// The folder of the file storage that holds uploads being run.
+pub const UPLOADS: &str = "uploads";
+
+/// Every file under `dir`, relative to it, skipping `skip` (and what is under it).
+pub(crate) fn walk(dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if skip.iter().any(|s| p.starts_with(s)) {
+                continue;
+            }
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() => {
+                    if let Ok(rel) = p.strip_prefix(dir) {
+                        out.push(rel.to_path_buf());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `p` with `/` between its parts, as a storage key.
+pub(crate) fn slashed(p: &Path) -> String {
+    p.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
 
 /// Where the files are.
 #[derive(Clone)]

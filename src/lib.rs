@@ -15,6 +15,7 @@ pub mod evolve;
 pub mod files;
 pub mod http;
 pub mod input;
+pub mod item_texts;
 pub mod jobs;
 pub mod migrate_data;
 pub mod objects;
@@ -49,6 +50,54 @@ pub fn server_name(settings: &Settings) -> String {
     format!("{host} pid {} on {}", std::process::id(), settings.bind)
 }
 
+/// The entities in force: the entities directory's, or the shipped ones built in; every
+/// error of their definitions at once.
+fn compile_catalog(
+    settings: &Settings,
+    plugins: &plugins::Registry,
+) -> anyhow::Result<schema::Catalog> {
+    let compiled = if settings.built_in_entities {
+        tracing::info!("no entities directory: serving the shipped entities built in");
+        schema::compile_sources(&shipped::sources(), &plugins.names())
+    } else {
+        schema::compile_dir(&settings.entities_dir, &plugins.names())
+    };
+    compiled.map_err(|diags| {
+        let lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+        anyhow::anyhow!("the entity definitions have errors:\n{}", lines.join("\n"))
+    })
+}
+
+/// Opens the database and brings its tables to `catalog`, refusing a change that would hide
+/// or lose stored data.
+async fn open_storage(
+    settings: &Settings,
+    catalog: &schema::Catalog,
+) -> anyhow::Result<Arc<dyn storage::Storage>> {
+    let url = settings.database_url();
+    let storage = storage::connect(&url)
+        .await
+        .with_context(|| format!("cannot open the database {}", storage::redact(&url)))?;
+    let outcome = evolve::run(
+        storage.as_ref(),
+        catalog,
+        evolve::Mode::Apply,
+        &server_name(settings),
+    )
+    .await?;
+    if !outcome.refusals.is_empty() {
+        let lines: Vec<String> = outcome.refusals.iter().map(|r| r.to_string()).collect();
+        anyhow::bail!(
+            "the entity definitions would hide or lose stored data; nothing was changed (`entiserve plan` shows every step):\n{}",
+            lines.join("\n")
+        );
+    }
+    for step in &outcome.steps {
+        tracing::info!(%step, "entity tables changed");
+    }
+    Ok(storage)
+}
+
 /// Background workers per server.
 const WORKERS: usize = 2;
 
@@ -78,37 +127,8 @@ impl App {
                 settings.data_dir.display()
             )
         })?;
-        let compiled = if settings.built_in_entities {
-            tracing::info!("no entities directory: serving the shipped entities built in");
-            schema::compile_sources(&shipped::sources(), &plugins.names())
-        } else {
-            schema::compile_dir(&settings.entities_dir, &plugins.names())
-        };
-        let catalog = compiled.map_err(|diags| {
-            let lines: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-            anyhow::anyhow!("the entity definitions have errors:\n{}", lines.join("\n"))
-        })?;
-        let url = settings.database_url();
-        let storage = storage::connect(&url)
-            .await
-            .with_context(|| format!("cannot open the database {}", storage::redact(&url)))?;
-        let outcome = evolve::run(
-            storage.as_ref(),
-            &catalog,
-            evolve::Mode::Apply,
-            &server_name(&settings),
-        )
-        .await?;
-        if !outcome.refusals.is_empty() {
-            let lines: Vec<String> = outcome.refusals.iter().map(|r| r.to_string()).collect();
-            anyhow::bail!(
-                "the entity definitions would hide or lose stored data; nothing was changed (`entiserve plan` shows every step):\n{}",
-                lines.join("\n")
-            );
-        }
-        for step in &outcome.steps {
-            tracing::info!(%step, "entity tables changed");
-        }
+        let catalog = compile_catalog(&settings, &plugins)?;
+        let storage = open_storage(&settings, &catalog).await?;
         let auth = Arc::new(auth::Auth::new(
             storage.clone(),
             settings.signin_free_failures,
@@ -139,7 +159,7 @@ impl App {
         if store.is_shared() {
             tracing::info!(store = %store.describe(), "files are kept in an object store; the data directory is scratch space");
         }
-        let files = store.child(uploader::MEDIA_FILES);
+        let files = store.child(files::MEDIA_FILES);
         let kinds = jobs::kinds::Registry::default()
             .with(Arc::new(jobs::Items::batch()))
             .with(Arc::new(jobs::Items::call()))
@@ -152,7 +172,7 @@ impl App {
         jobs.release_stale_local().await?;
         // Before anything is accepted, every scratch file no request owns is an orphan.
         jobs.sweep_scratch(std::time::Duration::ZERO).await?;
-        auth::password::set_min_length(settings.min_password_length);
+        engine::password::set_min_length(settings.min_password_length);
         let conns = Arc::new(http::conn::Connections::default());
         let acceptor =
             http::conn::TimedAcceptor::new(acceptor, settings.header_timeout, conns.clone());
@@ -164,7 +184,7 @@ impl App {
             plugins,
             files,
             conns,
-            fixed_document: openapi::fixed_part(),
+            fixed_document: openapi::fixed_part(http::api::spec()),
         });
         Ok(App {
             state,

@@ -321,8 +321,8 @@ pub async fn copy_files(
     let mut found = Vec::new();
     for folder in crate::files::KEPT {
         let dir = data_dir.join(folder);
-        for rel in crate::backup::walk(&dir, &[]) {
-            let key = format!("{folder}/{}", crate::backup::slashed(&rel));
+        for rel in crate::files::walk(&dir, &[]) {
+            let key = format!("{folder}/{}", crate::files::slashed(&rel));
             found.push((key, dir.join(rel)));
         }
     }

@@ -5,6 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Failures of one login from one address before attempts are slowed (the default of the
+/// `--signin-free-failures` setting).
+pub const FREE_PER_LOGIN: u32 = 5;
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Address to listen on; port 0 picks a free port.
@@ -86,7 +90,7 @@ impl Settings {
             max_field_bytes: 64 * 1024,
             max_batch_bytes: 64 << 20,
             min_password_length: 8,
-            signin_free_failures: crate::auth::throttle::FREE_PER_LOGIN,
+            signin_free_failures: FREE_PER_LOGIN,
             allowed_origins: Vec::new(),
             header_timeout: Duration::from_secs(30),
             max_upload_bytes: 1 << 30,

@@ -123,7 +123,7 @@ pub fn store_error() {
 
 /// A scheduled backup completed now.
 pub fn backup_taken() {
-    LAST_BACKUP.store(crate::jobs::unix_now(), Ordering::Relaxed);
+    LAST_BACKUP.store(crate::time::unix_now(), Ordering::Relaxed);
 }
 
 /// The scrape: `queue` is the number of background requests per kind and status name.
@@ -153,7 +153,7 @@ pub fn render(queue: &[(String, String, i64)]) -> String {
     let last = LAST_BACKUP.load(Ordering::Relaxed);
     if last > 0 {
         metrics::gauge!("entiserve_backup_age_seconds")
-            .set((crate::jobs::unix_now() - last).max(0) as f64);
+            .set((crate::time::unix_now() - last).max(0) as f64);
     }
     handle.run_upkeep();
     handle.render()

@@ -4,6 +4,11 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 
 pub const FORMAT: &str = "%Y-%m-%d %H:%M:%S";
 
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
 /// The current time, formatted.
 pub fn now() -> String {
     format(Utc::now())

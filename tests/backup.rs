@@ -34,23 +34,6 @@ async fn sqlite_server() -> TestApp {
     start(dir, shipped_entities(), s, None).await
 }
 
-async fn upload(app: &TestApp, csv: String, background: bool) -> (u16, String) {
-    let form = Form::new()
-        .text("entity", "campaigns")
-        .text("bgrs", if background { "1" } else { "0" })
-        .part(
-            "csvfile",
-            Part::bytes(csv.into_bytes()).file_name("rows.csv"),
-        );
-    let r = app
-        .admin(Method::POST, "/tools/uploader.ex.php")
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.text().await.unwrap())
-}
-
 /// A synchronous upload of a ZIP bundle of `files` for `entity`, which must apply every row.
 async fn bundle(app: &TestApp, entity: &str, files: &[(&str, &[u8])]) {
     let mut z = zip::ZipWriter::new(Cursor::new(Vec::new()));
@@ -74,19 +57,21 @@ async fn bundle(app: &TestApp, entity: &str, files: &[(&str, &[u8])]) {
     assert!(text.lines().skip(1).all(|l| l.starts_with("OK")), "{text}");
 }
 
-fn rows_csv(prefix: &str, n: usize) -> String {
+/// The uploader form of `n` campaigns named `prefix-<i>`, run in the `background` or not.
+fn rows_form(prefix: &str, n: usize, background: bool) -> Form {
     let mut csv = String::from("op,name\n");
     for i in 0..n {
         csv.push_str(&format!("c,{prefix}-{i}\n"));
     }
-    csv
+    let bgrs = if background { "1" } else { "0" };
+    upload::form("campaigns", "rows.csv", csv.into_bytes(), &[("bgrs", bgrs)])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backup_taken_during_an_upload_restores_and_the_upload_finishes_once() {
     let app = sqlite_server().await;
     app.create_user("reader", "reader-password").await;
-    let (s, small) = upload(&app, rows_csv("small", 3), false).await;
+    let (s, small) = upload::upload(&app, rows_form("small", 3, false)).await;
     assert_eq!(s, 200, "{small}");
     // Stored files of both plugins: one-page PDFs of markers and res/ files of assets.
     let pdf = pdf_sample::sample_pdf(3);
@@ -105,7 +90,7 @@ async fn a_backup_taken_during_an_upload_restores_and_the_upload_finishes_once()
         ],
     )
     .await;
-    let (s, body) = upload(&app, rows_csv("row", ROWS), true).await;
+    let (s, body) = upload::upload(&app, rows_form("row", ROWS, true)).await;
     assert_eq!(s, 202, "{body}");
     let rid = serde_json::from_str::<serde_json::Value>(&body).unwrap()["request"]
         .as_str()
@@ -237,7 +222,7 @@ async fn a_backup_taken_during_an_upload_restores_and_the_upload_finishes_once()
 #[tokio::test]
 async fn altered_cut_off_and_misplaced_restores_are_refused() {
     let app = sqlite_server().await;
-    let (s, _) = upload(&app, rows_csv("x", 10), false).await;
+    let (s, _) = upload::upload(&app, rows_form("x", 10, false)).await;
     assert_eq!(s, 200);
     let target = tempfile::tempdir().unwrap();
     let data = app.dir.path().join("data");
@@ -437,7 +422,7 @@ async fn scheduled_backups_are_taken_and_only_the_newest_kept() {
 async fn a_backup_records_which_database_and_where_it_was() {
     // SQLite, or PostgreSQL with TEST_DATABASE_URL.
     let app = spawn_app().await;
-    let (s, _) = upload(&app, rows_csv("pos", 5), false).await;
+    let (s, _) = upload::upload(&app, rows_form("pos", 5, false)).await;
     assert_eq!(s, 200);
     let target = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_entiserve"));

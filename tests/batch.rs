@@ -7,13 +7,6 @@ use reqwest::Method;
 use serde_json::{Value as Json, json};
 use std::time::{Duration, Instant};
 
-/// Waits until request `rid` is finished and returns its record.
-async fn wait_finished(app: &TestApp, rid: &str) -> Json {
-    let rec = app.wait_ended(rid, Duration::from_secs(60)).await;
-    assert_eq!(rec["status_id"], "4", "{rec}");
-    rec
-}
-
 async fn submit(app: &TestApp, m: Method, path: &str, body: Json) -> String {
     let (s, b) = json(app.admin(m, path).json(&body).send().await.unwrap()).await;
     assert_eq!(s, 202, "{b}");
@@ -66,7 +59,7 @@ async fn background_batch_with_a_bad_item_among_good_ones() {
         json!([{"name": "a"}, {"nam": "b"}, {"name": "c", "type": "x"}, {"name": "d"}]),
     )
     .await;
-    let rec = wait_finished(&app, &rid).await;
+    let rec = app.wait_finished(&rid).await;
     let keys: Vec<&String> = rec.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
@@ -192,7 +185,7 @@ async fn empty_batches() {
     .await;
     assert_eq!((s, b), (200, json!([])));
     let rid = submit(&app, Method::POST, "/campaigns", json!([])).await;
-    let rec = wait_finished(&app, &rid).await;
+    let rec = app.wait_finished(&rid).await;
     assert_eq!(rec["progress"], "100.00");
     assert!(result(&app, &rid).await.is_empty());
     app.stop().await;
@@ -208,7 +201,7 @@ async fn a_single_call_in_the_background() {
         json!({"type": 3}),
     )
     .await;
-    let rec = wait_finished(&app, &rid).await;
+    let rec = app.wait_finished(&rid).await;
     assert_eq!(rec["name"], "POST /campaigns");
     assert_eq!(rec["status"], "200");
     let (s, body) = json(
@@ -243,7 +236,7 @@ async fn a_single_call_in_the_background() {
         json!({"type": 2}),
     )
     .await;
-    let rec = wait_finished(&app, &rid).await;
+    let rec = app.wait_finished(&rid).await;
     assert_eq!(rec["status"], "404");
     assert_eq!(rec["name"], "PUT /v2.5/campaigns/999999");
     let r = app
@@ -261,7 +254,7 @@ async fn a_single_call_in_the_background() {
         json!({}),
     )
     .await;
-    assert_eq!(wait_finished(&app, &rid).await["status"], "200");
+    assert_eq!(app.wait_finished(&rid).await["status"], "200");
     let (s, _) = json(
         app.admin(Method::GET, &format!("/campaigns/{id}"))
             .send()
@@ -278,7 +271,7 @@ async fn other_users_see_nothing() {
     let app = spawn_app().await;
     app.create_user("eve", "eve-password").await;
     let rid = submit(&app, Method::POST, "/campaigns", json!([{"name": "mine"}])).await;
-    wait_finished(&app, &rid).await;
+    app.wait_finished(&rid).await;
     for path in [
         format!("/bgrs/{rid}"),
         format!("/v2.5/bgrs/{rid}"),
@@ -346,7 +339,7 @@ async fn idempotency_keys_return_the_first_reply() {
     let (s2, b2) = json(send("k1", false).send().await.unwrap()).await;
     assert_eq!((s1, s2), (202, 202));
     assert_eq!(b1, b2, "same request id");
-    wait_finished(&app, b1["request"].as_str().unwrap()).await;
+    app.wait_finished(b1["request"].as_str().unwrap()).await;
     let (s3, b3) = json(send("k2", true).send().await.unwrap()).await;
     let (s4, b4) = json(send("k2", true).send().await.unwrap()).await;
     assert_eq!((s3, s4), (200, 200));
@@ -463,7 +456,7 @@ async fn results_expire_after_the_keep_time() {
         json!([{"name": "short-lived"}]),
     )
     .await;
-    wait_finished(&app, &rid).await;
+    app.wait_finished(&rid).await;
     let (s, _) = json(
         app.admin(Method::GET, &format!("/v2.5/bgrs/{rid}/result"))
             .send()
@@ -617,7 +610,7 @@ async fn a_batchs_created_objects_are_what_reading_them_gives() {
         {"name": "null b", "type": 8, "description": null},
     ]);
     let rid = submit(&app, Method::POST, "/v2.5/campaigns", calls.clone()).await;
-    wait_finished(&app, &rid).await;
+    app.wait_finished(&rid).await;
     let background = result(&app, &rid).await;
     let (s, b) = json(
         app.admin(Method::POST, "/v2.5/campaigns?bgrs=false")
@@ -726,7 +719,7 @@ async fn creates_failing_in_the_database_fail_alone_and_in_order() {
         check(items(&b), with_dangling);
         let later = body(&format!("later {tag}"), with_dangling);
         let rid = submit(&app, Method::POST, "/v2.5/markers", later).await;
-        wait_finished(&app, &rid).await;
+        app.wait_finished(&rid).await;
         check(result(&app, &rid).await, with_dangling);
     }
     // Each created once: the marker made first, and 596 or 595 of each batch.

@@ -7,20 +7,17 @@ mod common;
 #[path = "support/pdf.rs"]
 mod pdf_sample;
 
+use common::zips::zip_of;
 use common::*;
 use lopdf::Document;
 use pdf_sample::sample_pdf;
 use reqwest::Method;
-use reqwest::multipart::{Form, Part};
 use serde_json::{Value as Json, json};
 use std::collections::{BTreeSet, HashMap};
 use std::io::{Cursor, Write};
-use std::path::Path;
 use std::time::{Duration, Instant};
 use zip::ZipWriter;
 use zip::write::SimpleFileOptions;
-
-const UPLOAD: &str = "/tools/uploader.ex.php";
 
 /// Where [`deep_pdf`] puts its deeply nested value.
 #[derive(Clone, Copy)]
@@ -98,16 +95,6 @@ fn build_zip(f: impl FnOnce(&mut Zip)) -> Vec<u8> {
     z.finish().unwrap().into_inner()
 }
 
-/// A ZIP of the given files, deflated, in order.
-fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-    build_zip(|z| {
-        for (name, bytes) in files {
-            z.start_file(*name, deflated()).unwrap();
-            z.write_all(bytes).unwrap();
-        }
-    })
-}
-
 /// Offsets of every occurrence of `sig` in `bytes`.
 fn find_all(bytes: &[u8], sig: &[u8]) -> Vec<usize> {
     bytes
@@ -142,26 +129,6 @@ fn random_bytes(n: usize) -> Vec<u8> {
     (0..n).map(|_| rand::random::<u8>()).collect()
 }
 
-async fn upload(
-    app: &TestApp,
-    entity: &str,
-    name: &str,
-    bytes: Vec<u8>,
-    fields: &[(&str, &str)],
-) -> reqwest::Response {
-    let mut f = Form::new()
-        .text("entity", entity.to_string())
-        .part("csvfile", Part::bytes(bytes).file_name(name.to_string()));
-    for (k, v) in fields {
-        f = f.text(k.to_string(), v.to_string());
-    }
-    app.admin(Method::POST, UPLOAD)
-        .multipart(f)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// A synchronous upload that must succeed: its result CSV's rows (header first).
 async fn sync_rows(
     app: &TestApp,
@@ -170,7 +137,7 @@ async fn sync_rows(
     bytes: Vec<u8>,
     fields: &[(&str, &str)],
 ) -> Vec<Vec<String>> {
-    let r = upload(app, entity, name, bytes, fields).await;
+    let r = upload::upload_response(app, upload::form(entity, name, bytes, fields)).await;
     let status = r.status();
     let h = r.headers().clone();
     let text = r.text().await.unwrap();
@@ -183,39 +150,7 @@ async fn sync_rows(
         h["content-disposition"],
         format!("attachment; filename=\"{name}res.csv\"").as_str()
     );
-    rows(&text)
-}
-
-fn rows(text: &str) -> Vec<Vec<String>> {
-    csv::ReaderBuilder::new()
-        .delimiter(b';')
-        .has_headers(false)
-        .from_reader(text.as_bytes())
-        .records()
-        .map(|r| r.unwrap().iter().map(str::to_string).collect())
-        .collect()
-}
-
-async fn count(app: &TestApp, entity: &str) -> u64 {
-    let r = app
-        .admin(Method::GET, &format!("/{entity}?limit=1"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.headers()["x-total-count"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-async fn counts(app: &TestApp) -> [u64; 3] {
-    [
-        count(app, "campaigns").await,
-        count(app, "markers").await,
-        count(app, "assets").await,
-    ]
+    upload::rows(&text)
 }
 
 async fn healthy(app: &TestApp) {
@@ -303,11 +238,6 @@ async fn check_page_markers(app: &TestApp, markers: &[Json], cid: i64, n: usize)
     bundles.into_iter().next().unwrap()
 }
 
-/// Polls a background request until it is finished; the record.
-async fn wait_finished(app: &TestApp, rid: &str, limit: Duration) -> Json {
-    app.wait_ended(rid, limit).await
-}
-
 /// A request's details: (dt, text) in order.
 async fn details(app: &TestApp, rid: &str) -> Vec<(String, String)> {
     all_details(app, rid)
@@ -322,20 +252,6 @@ async fn details(app: &TestApp, rid: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn start_background(
-    app: &TestApp,
-    entity: &str,
-    name: &str,
-    bytes: Vec<u8>,
-    fields: &[(&str, &str)],
-) -> String {
-    let mut all = vec![("bgrs", "1")];
-    all.extend_from_slice(fields);
-    let (s, b) = json(upload(app, entity, name, bytes, &all).await).await;
-    assert_eq!(s, 202, "{b}");
-    b["request"].as_str().unwrap().to_string()
-}
-
 /// An asset by its id (as the result CSV gives it).
 async fn asset(app: &TestApp, id: &str) -> Json {
     let (s, a) = json(
@@ -347,26 +263,6 @@ async fn asset(app: &TestApp, id: &str) -> Json {
     .await;
     assert_eq!(s, 200, "asset {id}: {a}");
     a
-}
-
-/// Every regular file below `dir` (none when it does not exist).
-fn files_below(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,14 +289,18 @@ async fn pages_become_markers_in_a_given_or_a_new_campaign() {
     )
     .await;
     assert_eq!(r, [["res", "id", "op", "name", "campaign_id"]]);
-    assert_eq!(counts(&app).await, [1, 3, 0], "no campaign is created");
+    assert_eq!(
+        bundle_counts(&app).await,
+        [1, 3, 0],
+        "no campaign is created"
+    );
     let first = check_page_markers(&app, &markers_of(&app, cid).await, cid, 3).await;
     healthy(&app).await;
 
     // Without campaign_id: a new campaign named exactly after the uploaded file.
     let r = sync_rows(&app, "markers", "catalogue.zip", bundle, &[]).await;
     assert_eq!(r.len(), 1, "{r:?}");
-    assert_eq!(counts(&app).await, [2, 6, 0]);
+    assert_eq!(bundle_counts(&app).await, [2, 6, 0]);
     let new_cid = campaign_named(&app, "catalogue.zip").await;
     assert_ne!(new_cid, cid);
     let second = check_page_markers(&app, &markers_of(&app, new_cid).await, new_cid, 3).await;
@@ -463,7 +363,7 @@ async fn asset_rows_map_page_numbers_to_the_new_markers() {
         "page 0 does not exist: {r:?}"
     );
     assert_eq!(res[5], "OK", "{r:?}");
-    assert_eq!(counts(&app).await, [2, 13, 4]);
+    assert_eq!(bundle_counts(&app).await, [2, 13, 4]);
 
     let cid = campaign_named(&app, "mapped.zip").await;
     let markers = markers_of(&app, cid).await;
@@ -530,7 +430,7 @@ async fn res_links_are_rewritten_and_served() {
     assert_eq!(res[2], "OK", "{r:?}");
     assert_eq!(res[3], "OK", "{r:?}");
     assert_eq!(
-        counts(&app).await,
+        bundle_counts(&app).await,
         [0, 0, 3],
         "no campaign or marker without pages.pdf"
     );
@@ -626,7 +526,7 @@ async fn hostile_bundles_are_refused_and_change_nothing() {
         serde_json::json!({"name": "a", "marker_id": m["id"]}),
     )
     .await;
-    let before = counts(&app).await;
+    let before = bundle_counts(&app).await;
     assert_eq!(before, [1, 1, 1]);
 
     // Rows that would create something if a refusal let them through.
@@ -841,7 +741,11 @@ async fn hostile_bundles_are_refused_and_change_nothing() {
     for case in cases.drain(..) {
         let fields: Vec<(&str, &str)> = case.fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let started = Instant::now();
-        let r = upload(&app, case.entity, "hostile.zip", case.bytes, &fields).await;
+        let r = upload::upload_response(
+            &app,
+            upload::form(case.entity, "hostile.zip", case.bytes, &fields),
+        )
+        .await;
         let s = r.status().as_u16();
         let text = r.text().await.unwrap();
         let b: Json = serde_json::from_str(&text)
@@ -867,7 +771,12 @@ async fn hostile_bundles_are_refused_and_change_nothing() {
             case.what,
             started.elapsed()
         );
-        assert_eq!(counts(&app).await, before, "{}: nothing applied", case.what);
+        assert_eq!(
+            bundle_counts(&app).await,
+            before,
+            "{}: nothing applied",
+            case.what
+        );
         assert_eq!(count(&app, "users").await, users_before, "{}", case.what);
         healthy(&app).await;
     }
@@ -910,8 +819,8 @@ async fn a_bundle_runs_in_the_background() {
         ("pages.pdf", &sample_pdf(2)),
         ("res/pic.bin", &pic),
     ]);
-    let rid = start_background(&app, "assets", "bg.zip", bundle, &[]).await;
-    let rec = wait_finished(&app, &rid, Duration::from_secs(60)).await;
+    let rid = upload::start_background_named(&app, "assets", "bg.zip", bundle, &[]).await;
+    let rec = app.wait_ended(&rid, Duration::from_secs(60)).await;
     assert_eq!(rec["status_id"], "4", "{rec}");
     assert_eq!(rec["status_name"], "finished");
     assert_eq!(rec["status"], "200");
@@ -950,14 +859,14 @@ async fn a_bundle_runs_in_the_background() {
             .unwrap()
             .starts_with("text/csv")
     );
-    let r = rows(&r.text().await.unwrap());
+    let r = upload::rows(&r.text().await.unwrap());
     assert_eq!(
         r[0],
         ["res", "id", "op", "name", "marker_id", "url", "content"]
     );
     assert_eq!((r[1][0].as_str(), r[2][0].as_str()), ("OK", "OK"), "{r:?}");
     assert!(r[3][0].contains("page"), "{r:?}");
-    assert_eq!(counts(&app).await, [1, 2, 2]);
+    assert_eq!(bundle_counts(&app).await, [1, 2, 2]);
 
     let cid = campaign_named(&app, "bg.zip").await;
     let markers = markers_of(&app, cid).await;
@@ -984,7 +893,7 @@ async fn two_thousand_pages_and_rows_in_the_background() {
     }
     let bundle = zip_of(&[("big.csv", csv.as_bytes()), ("pages.pdf", &sample_pdf(N))]);
     let built = t0.elapsed();
-    let rid = start_background(&app, "assets", "big.zip", bundle, &[]).await;
+    let rid = upload::start_background_named(&app, "assets", "big.zip", bundle, &[]).await;
     let accepted = t0.elapsed();
 
     // Every progress value seen while it runs, in order.
@@ -1070,7 +979,7 @@ async fn two_thousand_pages_and_rows_in_the_background() {
     );
     assert_eq!(d.last().unwrap().1, "done");
 
-    assert_eq!(counts(&app).await, [1, N as u64, N as u64]);
+    assert_eq!(bundle_counts(&app).await, [1, N as i64, N as i64]);
     let cid = campaign_named(&app, "big.zip").await;
     let markers = markers_of(&app, cid).await;
     assert_eq!(markers.len(), N);
@@ -1122,19 +1031,21 @@ async fn two_thousand_pages_and_rows_in_the_background() {
 async fn a_pdf_over_the_page_limit_is_refused() {
     let app = spawn_with(|s| s.pdf_max_pages = 5).await;
     let csv: &[u8] = b"op;name;marker_id\r\nc;x;1\r\n";
-    let r = upload(
+    let r = upload::upload_response(
         &app,
-        "assets",
-        "six.zip",
-        zip_of(&[("a.csv", csv), ("pages.pdf", &sample_pdf(6))]),
-        &[],
+        upload::form(
+            "assets",
+            "six.zip",
+            zip_of(&[("a.csv", csv), ("pages.pdf", &sample_pdf(6))]),
+            &[],
+        ),
     )
     .await;
     let (s, b) = json(r).await;
     assert_eq!((s, error_code(&b).as_str()), (400, "bad_request"), "{b}");
     let desc = b["description"].as_str().unwrap();
     assert!(desc.contains("6 pages") && desc.contains('5'), "{b}");
-    assert_eq!(counts(&app).await, [0, 0, 0]);
+    assert_eq!(bundle_counts(&app).await, [0, 0, 0]);
     healthy(&app).await;
     // At the limit it is accepted.
     let r = sync_rows(
@@ -1146,6 +1057,6 @@ async fn a_pdf_over_the_page_limit_is_refused() {
     )
     .await;
     assert_eq!(r[1][0], "OK", "{r:?}");
-    assert_eq!(counts(&app).await, [1, 5, 1]);
+    assert_eq!(bundle_counts(&app).await, [1, 5, 1]);
     app.stop().await;
 }

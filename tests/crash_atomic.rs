@@ -10,16 +10,13 @@
 
 mod common;
 
-use common::process::{PASSWORD, Server};
+use common::process::Server;
 
-use reqwest::multipart::{Form, Part};
-use serde_json::Value as Json;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 const ROWS: usize = 200_000;
-const UPLOAD: &str = "/tools/uploader.ex.php";
 
 fn name(i: usize) -> String {
     format!("atomic row {i}")
@@ -32,27 +29,6 @@ fn big_csv() -> Vec<u8> {
         csv.push_str(&format!("c,{},line {i}\n", name(i)));
     }
     csv.into_bytes()
-}
-
-async fn upload_atomic(server: &Server, csv: Vec<u8>) -> String {
-    let form = Form::new()
-        .text("entity", "campaigns")
-        .text("bgrs", "1")
-        .text("atomic", "1")
-        .part("csvfile", Part::bytes(csv).file_name("big.csv"));
-    let r = server
-        .client
-        .post(format!("{}{UPLOAD}", server.base))
-        .basic_auth("admin", Some(PASSWORD))
-        .multipart(form)
-        .send()
-        .await
-        .expect("POST the upload");
-    let status = r.status();
-    let text = r.text().await.unwrap();
-    assert_eq!(status, 202, "upload: {text}");
-    let body: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    body["request"].as_str().expect("a request id").to_string()
 }
 
 /// Data rows in the result file on disk (0 when it is not there).
@@ -141,7 +117,9 @@ async fn atomic_background_upload_runs_again_whole_after_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut first = Server::start("first", &data, url);
-    let rid = upload_atomic(&first, big_csv()).await;
+    let rid = first
+        .upload_background("campaigns", big_csv(), &[("atomic", "1")])
+        .await;
     let result_file = data.join(format!("media/keep1m/bgrs.{rid}.result.csv"));
     let on_disk = wait_midway(&first, &rid, &result_file).await;
     assert_eq!(

@@ -11,11 +11,9 @@
 mod common;
 
 use common::process::{PASSWORD, Server};
-use reqwest::multipart::{Form, Part};
 use serde_json::Value as Json;
 use std::time::{Duration, Instant};
 
-const UPLOAD: &str = "/tools/uploader.ex.php";
 const A: usize = 20_000;
 const CREATED: usize = 30_000;
 const RENAMED: usize = 19_000;
@@ -34,26 +32,6 @@ async fn post(server: &Server, path: &str) -> Json {
     serde_json::from_str(&text).unwrap()
 }
 
-async fn upload(server: &Server, csv: String) -> String {
-    let form = Form::new()
-        .text("entity", "campaigns")
-        .text("bgrs", "1")
-        .part("csvfile", Part::bytes(csv.into_bytes()).file_name("f.csv"));
-    let r = server
-        .client
-        .post(format!("{}{UPLOAD}", server.base))
-        .basic_auth("admin", Some(PASSWORD))
-        .multipart(form)
-        .send()
-        .await
-        .expect("POST the upload");
-    let text = r.text().await.unwrap();
-    let body: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    let rid = body["request"].as_str().expect("a request id").to_string();
-    server.wait_finished(&rid, Duration::from_secs(300)).await;
-    rid
-}
-
 async fn total(server: &Server, query: &str) -> u64 {
     let r = server.get(&format!("/campaigns?limit=1&{query}")).await;
     assert_eq!(r.status(), 200);
@@ -62,6 +40,15 @@ async fn total(server: &Server, query: &str) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// A background upload of campaigns from `csv`, waited for until it finished: its request id.
+async fn upload_finished(server: &Server, csv: String) -> String {
+    let rid = server
+        .upload_background("campaigns", csv.into_bytes(), &[])
+        .await;
+    server.wait_finished(&rid, Duration::from_secs(300)).await;
+    rid
 }
 
 #[tokio::test]
@@ -79,7 +66,7 @@ async fn an_undo_killed_midway_finishes_on_another_server_exactly_once() {
     for i in 0..A {
         a.push_str(&format!("c;original {i}\n"));
     }
-    upload(&first, a).await;
+    upload_finished(&first, a).await;
     let first_id = first.get_json("/campaigns?limit=1&sort=id").await[0]["id"]
         .as_i64()
         .unwrap();
@@ -95,7 +82,7 @@ async fn an_undo_killed_midway_finishes_on_another_server_exactly_once() {
             b.push_str(&format!("d;{id};\n"));
         }
     }
-    let rid_b = upload(&first, b).await;
+    let rid_b = upload_finished(&first, b).await;
     assert_eq!(total(&first, "").await, (CREATED + RENAMED) as u64);
 
     let undo = post(&first, &format!("/bgrs/{rid_b}/undo")).await;

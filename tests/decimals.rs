@@ -447,14 +447,6 @@ async fn a_float_no_decimal_holds_refuses_the_start_and_changes_nothing() {
     drop(db);
 }
 
-/// The database URL of a stopped test server's data.
-fn database_url(app_dir: &std::path::Path, db: &Option<PgDb>) -> String {
-    match db {
-        Some(d) => d.url.clone(),
-        None => format!("sqlite://{}", app_dir.join("data/entiserve.db").display()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_floating_point_column_of_an_earlier_version_becomes_exact() {
     let app = spawn_goods().await;

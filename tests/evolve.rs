@@ -30,13 +30,6 @@ async fn fresh(yaml: &str) -> (TempDir, PathBuf, Option<PgDb>) {
     (dir, entities, db)
 }
 
-fn database_url(dir: &Path, db: &Option<PgDb>) -> String {
-    match db {
-        Some(d) => d.url.clone(),
-        None => format!("sqlite://{}", dir.join("data/entiserve.db").display()),
-    }
-}
-
 fn settings(dir: &Path, entities: &Path, url: &str, dev: bool) -> Settings {
     let mut s = Settings::new(dir.join("data"), entities);
     s.bind = "127.0.0.1:0".parse().unwrap();

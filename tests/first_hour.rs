@@ -23,21 +23,6 @@ async fn spawn_products() -> TestApp {
     spawn_with(|s| std::fs::write(s.entities_dir.join("products.yaml"), PRODUCTS).unwrap()).await
 }
 
-/// `X-Total-Count` of the products.
-async fn product_count(app: &TestApp) -> u64 {
-    let r = app
-        .admin(Method::GET, "/products?limit=1")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.headers()["x-total-count"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// A synchronous upload into products: the status and the body as text.
 async fn upload_products(app: &TestApp, bytes: Vec<u8>, fields: &[(&str, &str)]) -> (u16, String) {
     let r = app
@@ -67,7 +52,7 @@ async fn tab_and_bar_separated_files_are_read() {
         );
         assert!(lines[1..].iter().all(|l| l.starts_with("OK")), "{body}");
     }
-    assert_eq!(product_count(&app).await, 4);
+    assert_eq!(count(&app, "products").await, 4);
     app.stop().await;
 }
 
@@ -118,7 +103,7 @@ async fn a_misspelt_column_or_entity_is_refused_with_the_nearest_name() {
     assert_eq!(s, 400, "{b}");
     let d = b["description"].as_str().unwrap();
     assert!(d.contains("`,`, `;`, a tab or `|`"), "{d}");
-    assert_eq!(product_count(&app).await, 0);
+    assert_eq!(count(&app, "products").await, 0);
     app.stop().await;
 }
 
@@ -134,7 +119,7 @@ async fn a_latin1_file_sent_as_utf8_names_the_editors_line_and_the_encoding_opti
     let d = b["description"].as_str().unwrap();
     assert!(d.contains("line 2 of the file"), "{d}");
     assert!(d.contains("`encoding`"), "{d}");
-    assert_eq!(product_count(&app).await, 0);
+    assert_eq!(count(&app, "products").await, 0);
     // Named, it is read.
     let (s, b) = upload_products(&app, bytes, &[("encoding", "ISO-8859-1")]).await;
     assert_eq!(s, 200, "{b}");
@@ -161,7 +146,7 @@ async fn creates_without_a_required_column_are_refused_before_anything_is_applie
     let d = b["description"].as_str().unwrap();
     assert!(d.contains("`name`"), "{d}");
     assert!(d.contains("required"), "{d}");
-    assert_eq!(product_count(&app).await, 0);
+    assert_eq!(count(&app, "products").await, 0);
     // The same file in the background: refused the same way, no request made.
     let (s, b) = upload_json(
         &app,
@@ -263,7 +248,7 @@ async fn a_second_undo_is_refused_as_already_undone() {
     assert_eq!(s, 202, "{b}");
     let undo = b["request"].as_str().unwrap().to_string();
     app.wait_ended(&undo, Duration::from_secs(60)).await;
-    assert_eq!(product_count(&app).await, 0);
+    assert_eq!(count(&app, "products").await, 0);
     let (s, b) = json(
         app.admin(Method::POST, &format!("/bgrs/{rid}/undo"))
             .send()
@@ -285,7 +270,7 @@ async fn a_second_undo_is_refused_as_already_undone() {
     assert_eq!(s, 202, "{b}");
     app.wait_ended(b["request"].as_str().unwrap(), Duration::from_secs(60))
         .await;
-    assert_eq!(product_count(&app).await, 1);
+    assert_eq!(count(&app, "products").await, 1);
     app.stop().await;
 }
 

@@ -6,7 +6,6 @@
 
 mod common;
 
-use common::PgDb;
 use common::process::Server;
 use reqwest::Method;
 use std::path::{Path, PathBuf};
@@ -43,22 +42,11 @@ impl Drop for Tmpfs {
     }
 }
 
-/// Every file below `dir`, relative to it.
-fn files_below(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
+/// Every file below `dir`, sorted.
+fn sorted_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = common::files_below(dir);
+    files.sort();
+    files
 }
 
 /// A CSV of `rows` campaign creates, about 100 bytes a row.
@@ -76,13 +64,10 @@ fn big_csv(rows: usize) -> Vec<u8> {
 #[tokio::test]
 async fn an_upload_onto_a_full_disk_is_a_507_that_applies_and_leaves_nothing() {
     let disk = Tmpfs::mount(24);
-    let db = match std::env::var("TEST_DATABASE_URL") {
-        Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
-        _ => None,
-    };
+    let db = common::test_pg().await;
     let data = disk.at.join("data");
     let s = Server::start("full", &data, db.as_ref().map(|d| d.url.as_str()));
-    let before = files_below(&data);
+    let before = sorted_files(&data);
     let csv = big_csv(520_000);
     assert!(csv.len() > 48_000_000, "{}", csv.len());
     for background in [false, true] {
@@ -111,7 +96,7 @@ async fn an_upload_onto_a_full_disk_is_a_507_that_applies_and_leaves_nothing() {
         );
     }
     assert_eq!(s.campaign_count().await, 0, "nothing applied");
-    assert_eq!(files_below(&data), before, "nothing left behind");
+    assert_eq!(sorted_files(&data), before, "nothing left behind");
     // The server goes on: a small upload still works.
     let r = s
         .request(Method::POST, "/tools/uploader.ex.php")
@@ -146,10 +131,7 @@ fn fill(dir: &Path) -> PathBuf {
 #[tokio::test]
 async fn a_background_upload_waits_for_space_and_says_so() {
     let disk = Tmpfs::mount(320);
-    let db = match std::env::var("TEST_DATABASE_URL") {
-        Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
-        _ => None,
-    };
+    let db = common::test_pg().await;
     let data = disk.at.join("data");
     let s = Server::start("waits", &data, db.as_ref().map(|d| d.url.as_str()));
     let rows = 200_000;

@@ -6,11 +6,11 @@ mod common;
 
 use bytes::Bytes;
 use common::process::{PASSWORD, Server};
+use common::zips::zip_of;
 use common::{ADMIN_PASSWORD, PgDb, error_code, json, spawn_with};
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::json;
-use std::io::Write;
 use std::path::Path;
 use tempfile::TempDir;
 
@@ -473,16 +473,6 @@ async fn cross_site_state_changes_are_refused() {
         .unwrap();
     assert_eq!(r.status(), 403);
     app.stop().await;
-}
-
-fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (name, bytes) in files {
-        z.start_file(*name, zip::write::SimpleFileOptions::default())
-            .unwrap();
-        z.write_all(bytes).unwrap();
-    }
-    z.finish().unwrap().into_inner()
 }
 
 #[tokio::test]

@@ -8,11 +8,11 @@ mod common;
 #[path = "support/pdf.rs"]
 mod pdf_sample;
 
+use common::zips::zip_of;
 use common::*;
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value as Json, json};
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -52,26 +52,13 @@ async fn markers_of(app: &TestApp, cid: i64) -> Vec<Json> {
     b.as_array().unwrap().clone()
 }
 
-/// A synchronous upload's result rows (header first).
-async fn upload(app: &TestApp, entity: &str, csv: &str) -> Vec<Vec<String>> {
-    let form = Form::new().text("entity", entity.to_string()).part(
-        "csvfile",
-        Part::bytes(csv.as_bytes().to_vec()).file_name("keys.csv"),
-    );
-    let r = app
-        .admin(Method::POST, UPLOAD)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
-    csv::ReaderBuilder::new()
-        .has_headers(false)
-        .from_reader(text.as_bytes())
-        .records()
-        .map(|r| r.unwrap().iter().map(str::to_string).collect())
-        .collect()
+/// A synchronous upload of comma-separated `csv` that must succeed: its result rows (header
+/// first).
+async fn upload_keyed(app: &TestApp, entity: &str, csv: &str) -> Vec<Vec<String>> {
+    let f = upload::form(entity, "keys.csv", csv.as_bytes().to_vec(), &[]);
+    let (s, text) = upload::upload(app, f).await;
+    assert_eq!(s, 200, "{text}");
+    upload::rows_split_by(&text, b',')
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,7 +339,7 @@ async fn csv_rows_name_objects_by_key_and_save() {
          u,,,a,4\n\
          x,,{cid},a,1\n"
     );
-    let r = upload(&app, "markers", &csv).await;
+    let r = upload_keyed(&app, "markers", &csv).await;
     assert_eq!(r[0], ["res", "op", "id", "campaign_id", "name", "page"]);
     let res: Vec<&str> = r[1..].iter().map(|x| x[0].as_str()).collect();
     let ids: Vec<&str> = r[1..].iter().map(|x| x[2].as_str()).collect();
@@ -384,12 +371,12 @@ async fn csv_rows_name_objects_by_key_and_save() {
 
     // `s` with an id updates that object; the result uploads again as it is.
     let csv = format!("op,id,name,page\ns,{a},a,7\n");
-    let r = upload(&app, "markers", &csv).await;
+    let r = upload_keyed(&app, "markers", &csv).await;
     assert_eq!(r[1][0], "OK", "{r:?}");
     assert_eq!(markers_of(&app, cid).await[0]["page"], 7);
 
     // An entity without a key: `s` without an id creates, `u` without one fails the row.
-    let r = upload(&app, "campaigns", "op,id,name\ns,,fresh\nu,,stale\n").await;
+    let r = upload_keyed(&app, "campaigns", "op,id,name\ns,,fresh\nu,,stale\n").await;
     assert_eq!(r[1][0], "OK", "{r:?}");
     assert!(!r[1][2].is_empty(), "{r:?}");
     assert!(r[2][0].contains("has no key"), "{r:?}");
@@ -427,18 +414,6 @@ async fn csv_rows_name_objects_by_key_and_save() {
     let (s, me) = json(r).await;
     assert_eq!((s, me["first_name"].as_str()), (200, Some("Leigh")), "{me}");
     app.stop().await;
-}
-
-/// A ZIP of the given files.
-fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (name, bytes) in files {
-        let options = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated);
-        z.start_file(*name, options).unwrap();
-        z.write_all(bytes).unwrap();
-    }
-    z.finish().unwrap().into_inner()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,13 +487,6 @@ async fn fresh(yaml: &str) -> (tempfile::TempDir, std::path::PathBuf, Option<PgD
     std::fs::write(entities.join("products.yaml"), yaml).unwrap();
     let (_, db) = test_settings(dir.path(), &entities).await;
     (dir, entities, db)
-}
-
-fn database_url(dir: &Path, db: &Option<PgDb>) -> String {
-    match db {
-        Some(d) => d.url.clone(),
-        None => format!("sqlite://{}", dir.join("data/entiserve.db").display()),
-    }
 }
 
 fn settings(dir: &Path, entities: &Path, db: &Option<PgDb>) -> entiserve::settings::Settings {

@@ -402,7 +402,7 @@ async fn total_count_stays_exact_through_every_kind_of_write() {
         .unwrap();
     let (s, body) = json(r).await;
     assert_eq!(s, 202, "{body}");
-    wait_finished(&app, body["request"].as_str().unwrap()).await;
+    app.wait_finished(body["request"].as_str().unwrap()).await;
     assert_count(&app, "/markers", 61).await;
 
     // An upload: creates, a failing create, a delete, a failing delete.
@@ -474,20 +474,4 @@ async fn rows_written_by_another_program_while_stopped_are_counted_at_the_next_s
     create_campaigns(&app, 2, 1).await;
     assert_count(&app, "/campaigns", 6).await;
     app.stop().await;
-}
-
-async fn wait_finished(app: &TestApp, rid: &str) {
-    for _ in 0..600 {
-        let r = app
-            .admin(Method::GET, &format!("/bgrs/{rid}"))
-            .send()
-            .await
-            .unwrap();
-        let (_, body) = json(r).await;
-        if body[0]["status_id"] == "4" {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("request {rid} did not finish");
 }

@@ -11,7 +11,6 @@ mod common;
 
 use common::*;
 use reqwest::Method;
-use reqwest::multipart::{Form, Part};
 use serde_json::{Value as Json, json};
 
 const FIXTURES: &str = "tests/fixtures/parity";
@@ -544,20 +543,6 @@ fn creds(who: Who) -> (&'static str, &'static str) {
     }
 }
 
-async fn count(app: &TestApp, entity: &str) -> i64 {
-    let r = app
-        .admin(Method::GET, &format!("/{entity}?limit=1"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.headers()["x-total-count"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 async fn get(app: &TestApp, entity: &str, id: i64) -> (u16, Json) {
     json(
         app.admin(Method::GET, &format!("/{entity}/{id}"))
@@ -660,7 +645,7 @@ type RowResult = (u16, String, Option<i64>);
 /// Uploads `rows` under `header` with `show_progress=1&get_content=1`: each row's status comes
 /// from its progress line, `res` and the id from the result file. `Err` holds the status and
 /// error of an upload refused as a whole.
-async fn upload(
+async fn upload_as(
     app: &TestApp,
     who: Who,
     entity: &str,
@@ -674,11 +659,8 @@ async fn upload(
         w.write_record(row).unwrap();
     }
     let bytes = w.into_inner().unwrap();
-    let form = Form::new()
-        .text("entity", entity.to_string())
-        .text("show_progress", "1")
-        .text("get_content", "1")
-        .part("csvfile", Part::bytes(bytes).file_name("parity.csv"));
+    let fields = [("show_progress", "1"), ("get_content", "1")];
+    let form = upload::form(entity, "parity.csv", bytes, &fields);
     let r = app
         .as_user(login, password, Method::POST, UPLOAD)
         .multipart(form)
@@ -748,7 +730,7 @@ async fn csv(
             row.push(cell(v));
         }
     }
-    match upload(app, who, c.entity, &header, &[row]).await {
+    match upload_as(app, who, c.entity, &header, &[row]).await {
         Err((s, b)) => (s, b, None),
         Ok(rows) => {
             let (s, res, new_id) = rows.into_iter().next().unwrap();
@@ -1097,7 +1079,7 @@ async fn many_at_once_give_the_same_statuses_and_objects() {
                         row
                     })
                     .collect();
-                upload(&app, Who::Admin, "gadgets", &header, &rows)
+                upload_as(&app, Who::Admin, "gadgets", &header, &rows)
                     .await
                     .expect("the file is accepted")
                     .into_iter()

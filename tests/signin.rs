@@ -6,19 +6,12 @@
 mod common;
 
 use common::process::{PASSWORD, Server};
-use common::{PgDb, error_code, json, spawn_app};
+use common::{error_code, json, spawn_app};
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value as Json, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-async fn pg() -> Option<PgDb> {
-    match std::env::var("TEST_DATABASE_URL") {
-        Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
-        _ => None,
-    }
-}
 
 /// A client whose connections come from `ip` (any 127.x.y.z address is this machine).
 fn client_from(ip: &str) -> reqwest::Client {
@@ -31,7 +24,7 @@ fn client_from(ip: &str) -> reqwest::Client {
 #[tokio::test]
 async fn guessing_is_throttled_and_token_reads_stay_fast() {
     let dir = tempfile::tempdir().unwrap();
-    let db = pg().await;
+    let db = common::test_pg().await;
     let s = Server::start(
         "guess",
         &dir.path().join("data"),
@@ -400,11 +393,12 @@ async fn background_work_never_stores_a_secret_in_clear() {
 
 #[tokio::test]
 async fn expired_tokens_are_refused_and_purged() {
-    use entiserve::auth::{Auth, AuthError, password};
+    use entiserve::auth::{Auth, AuthError};
+    use entiserve::engine::password;
     use entiserve::schema::ColType;
     use entiserve::storage::{self, Value};
     let dir = tempfile::tempdir().unwrap();
-    let db = pg().await;
+    let db = common::test_pg().await;
     let url = match &db {
         Some(d) => d.url.clone(),
         None => format!("sqlite://{}", dir.path().join("t.db").display()),

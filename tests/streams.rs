@@ -36,10 +36,6 @@ async fn start_upload(app: &TestApp, login: (&str, &str), rows: usize) -> String
     b["request"].as_str().unwrap().to_string()
 }
 
-async fn wait_finished(app: &TestApp, rid: &str) {
-    app.wait_ended(rid, Duration::from_secs(120)).await;
-}
-
 async fn page(app: &TestApp, rid: &str, query: &str) -> (u16, Json) {
     json(
         app.admin(Method::GET, &format!("/bgrs/{rid}/details{query}"))
@@ -61,7 +57,7 @@ fn ids(entries: &[Json]) -> Vec<i64> {
 async fn details_come_a_page_at_a_time_and_since_walks_them_all_once() {
     let app = spawn_app().await;
     let rid = start_upload(&app, ("admin", ADMIN_PASSWORD), 2500).await;
-    wait_finished(&app, &rid).await;
+    app.wait_finished(&rid).await;
 
     let (s, first) = json(
         app.admin(Method::GET, &format!("/v2.5/bgrs/{rid}/details"))

@@ -5,18 +5,10 @@
 
 mod common;
 
-use common::PgDb;
 use common::process::Server;
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-async fn pg() -> Option<PgDb> {
-    match std::env::var("TEST_DATABASE_URL") {
-        Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
-        _ => None,
-    }
-}
 
 /// A client whose connections come from `ip` (any 127.x.y.z address is this machine).
 fn client_from(ip: &str) -> reqwest::Client {
@@ -71,7 +63,7 @@ async fn guess_until_throttled(s: &Server, client: &reqwest::Client, login: &str
 #[tokio::test]
 async fn a_person_who_waits_as_told_gets_the_right_password_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let db = pg().await;
+    let db = common::test_pg().await;
     let s = Server::start(
         "waits",
         &dir.path().join("data"),
@@ -113,7 +105,7 @@ async fn a_person_who_waits_as_told_gets_the_right_password_checked() {
 #[tokio::test]
 async fn a_remembered_password_is_not_let_through_a_throttled_login() {
     let dir = tempfile::tempdir().unwrap();
-    let db = pg().await;
+    let db = common::test_pg().await;
     let s = Server::start(
         "remembered",
         &dir.path().join("data"),

@@ -16,14 +16,6 @@ fn form(entity: &str, name: &str, bytes: Vec<u8>) -> Form {
         .part("csvfile", Part::bytes(bytes).file_name(name.to_string()))
 }
 
-async fn upload(app: &TestApp, f: Form) -> reqwest::Response {
-    app.admin(Method::POST, UPLOAD)
-        .multipart(f)
-        .send()
-        .await
-        .unwrap()
-}
-
 /// A synchronous upload's result CSV.
 async fn sync_upload(
     app: &TestApp,
@@ -31,7 +23,7 @@ async fn sync_upload(
     name: &str,
     bytes: Vec<u8>,
 ) -> (reqwest::header::HeaderMap, Vec<u8>) {
-    let r = upload(app, form(entity, name, bytes)).await;
+    let r = upload::upload_response(app, form(entity, name, bytes)).await;
     assert_eq!(r.status(), 200);
     let h = r.headers().clone();
     (h, r.bytes().await.unwrap().to_vec())
@@ -45,15 +37,6 @@ fn rows(text: &str, sep: u8) -> Vec<Vec<String>> {
         .records()
         .map(|r| r.unwrap().iter().map(str::to_string).collect())
         .collect()
-}
-
-async fn count(app: &TestApp, entity: &str) -> String {
-    let r = app
-        .admin(Method::GET, &format!("/{entity}?limit=1"))
-        .send()
-        .await
-        .unwrap();
-    r.headers()["x-total-count"].to_str().unwrap().to_string()
 }
 
 #[tokio::test]
@@ -95,7 +78,7 @@ async fn the_semicolon_example_and_reupload() {
     .await;
     assert_eq!(s, 200);
     assert_eq!(c["description"], "First; with a separator");
-    assert_eq!(count(&app, "campaigns").await, "2");
+    assert_eq!(count(&app, "campaigns").await, 2);
 
     // The result file goes back as it is, with some ops changed.
     let mut again = text.replacen(";c;", ";u;", 1);
@@ -119,7 +102,7 @@ async fn the_semicolon_example_and_reupload() {
     assert_eq!(c["name"], "Spring II");
     assert_eq!(
         count(&app, "campaigns").await,
-        "1",
+        1,
         "row 2 deleted, row 4 failed again"
     );
     app.stop().await;
@@ -171,7 +154,7 @@ async fn every_row_error() {
     for e in &res {
         assert!(!e.starts_with(['=', '+', '-', '@']), "{e}");
     }
-    assert_eq!(count(&app, "markers").await, "1");
+    assert_eq!(count(&app, "markers").await, 1);
     app.stop().await;
 }
 
@@ -216,7 +199,7 @@ async fn a_failing_row_inside_a_chunk_leaves_the_others() {
             }
         }
     }
-    assert_eq!(count(&app, "markers").await, "2498");
+    assert_eq!(count(&app, "markers").await, 2498);
 
     // A chunk of updates by id in which row 500 renames its marker to a name taken by a
     // marker that the upload does not change.
@@ -257,7 +240,7 @@ async fn a_failing_row_inside_a_chunk_leaves_the_others() {
         assert_eq!(s, 200, "{b}");
         assert_eq!(b["name"], name, "{line}: {b}");
     }
-    assert_eq!(count(&app, "markers").await, "2498");
+    assert_eq!(count(&app, "markers").await, 2498);
     app.stop().await;
 }
 
@@ -313,7 +296,7 @@ async fn whole_file_rejections_change_nothing() {
         ),
     ];
     for (f, needle) in cases {
-        let r = upload(&app, f).await;
+        let r = upload::upload_response(&app, f).await;
         let (s, b) = json(r).await;
         assert_eq!(
             (s, error_code(&b).as_str()),
@@ -325,7 +308,7 @@ async fn whole_file_rejections_change_nothing() {
             "{needle}: {b}"
         );
     }
-    assert_eq!(count(&app, "campaigns").await, "0");
+    assert_eq!(count(&app, "campaigns").await, 0);
     let r = app
         .admin(Method::POST, UPLOAD)
         .body("op,name\n")
@@ -352,7 +335,7 @@ async fn latin_encodings_round_trip() {
             b"op;name\nc;\xa3\xf3d\xbc \xaelu\xbbou\xe8k\xfd k\xf9\xf2\n".to_vec(),
         ),
     ] {
-        let r = upload(
+        let r = upload::upload_response(
             &app,
             form("campaigns", "l.csv", bytes.clone()).text("encoding", label),
         )
@@ -390,7 +373,7 @@ async fn latin_encodings_round_trip() {
 async fn progress_modes_and_background() {
     let app = spawn_app().await;
     let csv = b"op;name\nc;one\nc;\nc;three\n".to_vec();
-    let r = upload(
+    let r = upload::upload_response(
         &app,
         form("campaigns", "p.csv", csv.clone()).text("show_progress", "1"),
     )
@@ -422,7 +405,7 @@ async fn progress_modes_and_background() {
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().starts_with("res;id;op;name"));
 
-    let r = upload(
+    let r = upload::upload_response(
         &app,
         form("campaigns", "p.csv", csv.clone())
             .text("show_progress", "1")
@@ -436,7 +419,7 @@ async fn progress_modes_and_background() {
     );
     assert!(text.contains("\nres;id;op;name\r\nOK;"), "{text}");
 
-    let r = upload(&app, form("campaigns", "p.csv", csv).text("bgrs", "1")).await;
+    let r = upload::upload_response(&app, form("campaigns", "p.csv", csv).text("bgrs", "1")).await;
     let (s, b) = json(r).await;
     assert_eq!(s, 202);
     let rid = b["request"].as_str().unwrap().to_string();

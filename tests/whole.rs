@@ -13,51 +13,7 @@ use common::*;
 use reqwest::Method;
 use serde_json::{Value as Json, json};
 use std::io::{Cursor, Write};
-use std::path::Path;
 use std::time::Duration;
-
-async fn count(app: &TestApp, entity: &str) -> u64 {
-    let r = app
-        .admin(Method::GET, &format!("/{entity}?limit=1"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    r.headers()["x-total-count"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-/// Campaigns, markers and assets.
-async fn counts(app: &TestApp) -> [u64; 3] {
-    [
-        count(app, "campaigns").await,
-        count(app, "markers").await,
-        count(app, "assets").await,
-    ]
-}
-
-/// Every regular file below `dir` (none when it does not exist).
-fn files_below(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
 
 /// The files the uploads' plugins stored.
 fn stored_files(app: &TestApp) -> Vec<std::path::PathBuf> {
@@ -645,7 +601,7 @@ async fn bundle_dry_runs_keep_no_rows_markers_campaign_or_files() {
     assert_eq!(s, 200, "{dry}");
     let dry = rows(&dry);
     assert_eq!(
-        counts(&app).await,
+        bundle_counts(&app).await,
         [0, 0, 0],
         "no campaign, marker or asset"
     );
@@ -664,7 +620,7 @@ async fn bundle_dry_runs_keep_no_rows_markers_campaign_or_files() {
     let rec = app.wait_ended(&rid, Duration::from_secs(60)).await;
     assert_eq!(rec["dry_run"], "1");
     let dry_bg = rows(&app.result_text(&rid).await);
-    assert_eq!(counts(&app).await, [0, 0, 0]);
+    assert_eq!(bundle_counts(&app).await, [0, 0, 0]);
     assert_eq!(stored_files(&app), Vec::<std::path::PathBuf>::new());
 
     // All or nothing with a row naming no page: nothing kept either.
@@ -673,14 +629,14 @@ async fn bundle_dry_runs_keep_no_rows_markers_campaign_or_files() {
     let r = rows(&text);
     assert!(r[3][0].contains("page"), "{r:?}");
     assert!(r[1][0].starts_with("not applied: line 3 failed"), "{r:?}");
-    assert_eq!(counts(&app).await, [0, 0, 0]);
+    assert_eq!(bundle_counts(&app).await, [0, 0, 0]);
     assert_eq!(stored_files(&app), Vec::<std::path::PathBuf>::new());
 
     // The real run: the same result but for the ids and the stored files' names.
     let (s, real) = upload_zip(vec![], false).await;
     assert_eq!(s, 200, "{real}");
     let real = rows(&real);
-    assert_eq!(counts(&app).await, [1, 2, 2]);
+    assert_eq!(bundle_counts(&app).await, [1, 2, 2]);
     assert_eq!(stored_files(&app).len(), 3, "two pages and one res/ file");
     for run in [&dry, &dry_bg] {
         assert_eq!(run.len(), 3, "{run:?}");
@@ -808,7 +764,7 @@ async fn a_cancelled_atomic_upload_is_never_half_applied() {
             );
         }
         Some("4") => {
-            assert_eq!(count(&app, "campaigns").await, ROWS as u64, "whole: {rec}");
+            assert_eq!(count(&app, "campaigns").await, ROWS as i64, "whole: {rec}");
             assert!(result[1..].iter().all(|r| r[0] == "OK"));
         }
         other => panic!("{other:?}: {rec}"),

@@ -4,10 +4,9 @@
 //! sign-ins are throttled; the first start creates the admin user.
 
 pub mod cache;
-pub mod password;
 pub mod throttle;
 
-use crate::engine::{Call, Caller, Engine, Op};
+use crate::engine::{Call, Caller, Engine, Op, password};
 use crate::schema::Role;
 use crate::storage::Storage;
 use crate::storage::auth::{self as store, UserRow};

@@ -18,9 +18,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Failures of one login from one address before attempts are slowed (the default of the
-/// `--signin-free-failures` setting).
-pub const FREE_PER_LOGIN: u32 = 5;
+use crate::settings::FREE_PER_LOGIN;
 /// Failures from one address (any login) before attempts are slowed, as a multiple of the
 /// failures of one login.
 pub const ADDRESS_FACTOR: u32 = 4;

@@ -12,6 +12,7 @@ pub mod target;
 
 pub use target::Target;
 
+use crate::files::{slashed, walk};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -110,41 +111,6 @@ fn hash_file(p: &Path) -> std::io::Result<(u64, String)> {
         size += n as u64;
     }
     Ok((size, hex::encode(h.finalize())))
-}
-
-/// Every file under `dir`, relative to it, skipping `skip` (and what is under it).
-pub(crate) fn walk(dir: &Path, skip: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if skip.iter().any(|s| p.starts_with(s)) {
-                continue;
-            }
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() => {
-                    if let Ok(rel) = p.strip_prefix(dir) {
-                        out.push(rel.to_path_buf());
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-pub(crate) fn slashed(p: &Path) -> String {
-    p.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 /// Takes a backup of `inst` into a new folder of `to`; returns that folder.

@@ -156,6 +156,170 @@ struct Later {
     rows: Vec<Row>,
 }
 
+/// One chunk's run under way (see [`Engine::run_chunk`]): what it runs, how, and the outcomes
+/// so far.
+struct ChunkRun<'a, 'l> {
+    engine: &'a Engine,
+    caller: &'a Caller,
+    prepared: &'a [Result<Prepared, CallError>],
+    objects: Objects,
+    d: Dialect,
+    /// Each statement in a savepoint (PostgreSQL, after a row broke a constraint).
+    isolate: bool,
+    /// No savepoint, and a broken constraint aborts the whole chunk (PostgreSQL).
+    optimistic: bool,
+    stamp: i64,
+    outcomes: Vec<Option<Outcome>>,
+    later: Vec<Later>,
+    log: Option<ChunkLog<'l>>,
+}
+
+impl<'a> ChunkRun<'a, '_> {
+    /// The group of call `i` (which is `p`): this call and the following creates of the same
+    /// shape, passing over calls refused before the database (they have their outcome and
+    /// change nothing); and where the next group starts.
+    fn group_at(&mut self, i: usize, p: &Prepared, binds_arrays: bool) -> (Vec<usize>, usize) {
+        let n = self.prepared.len();
+        // Bound as arrays, a group's size is not limited by the number of parameters.
+        let max = if binds_arrays {
+            n
+        } else {
+            (30_000 / p.values.len().max(1)).clamp(1, GROUP_ROWS)
+        };
+        let mut members = vec![i];
+        let mut j = i + 1;
+        while j < n && members.len() < max {
+            match &self.prepared[j] {
+                Err(e) => self.outcomes[j] = Some(Err(e.clone())),
+                Ok(q) if exec::same_shape(p, q) => members.push(j),
+                Ok(_) => break,
+            }
+            j += 1;
+        }
+        (members, j)
+    }
+
+    /// Runs a group of calls of `p`'s entity. Its calls are inserted together. When a row
+    /// breaks a unique index, the group is inserted once more passing over the rows that
+    /// would (at once, when the chunk runs with savepoints because a row broke a constraint),
+    /// and those run alone, each to its own conflict. Otherwise a group whose insert fails is
+    /// split in two halves, tried in order, down to single calls, which run alone and get
+    /// their own outcome: a few failing calls cost a few small inserts each, not a statement
+    /// per call. Parts run in call order, so that of two calls with the same key the earlier
+    /// is the one created, and ids rise in call order. `None` when a statement aborted the
+    /// transaction (optimistic runs only).
+    async fn run_group(
+        &mut self,
+        tx: &mut dyn Tx,
+        p: &'a Prepared,
+        members: &[usize],
+    ) -> Result<Option<()>, StorageError> {
+        let (engine, prepared, objects) = (self.engine, self.prepared, self.objects);
+        let (isolate, optimistic) = (self.isolate, self.optimistic);
+        let full = objects != Objects::Ids;
+        // `todo`: the parts still to run, the next one last; with `true`, one that may
+        // still be inserted passing over conflicts (only once along a line of halves).
+        let mut todo: Vec<(&[usize], bool)> = vec![(members, true)];
+        while let Some((part, may_pass)) = todo.pop() {
+            if let [k] = *part {
+                if self.run_alone(tx, k).await?.is_none() {
+                    return Ok(None);
+                }
+                continue;
+            }
+            let group: Vec<&Prepared> = part
+                .iter()
+                .filter_map(|&k| prepared[k].as_ref().ok())
+                .collect();
+            let mut made = Made {
+                entity: &p.entity,
+                objects,
+                outcomes: &mut self.outcomes,
+                later: &mut self.later,
+                log: self.log.as_mut(),
+            };
+            // With savepoints the chunk runs again because a row broke a constraint: the
+            // part passes over conflicts at once, which spares an insert that would fail
+            // again. Elsewhere the plain insert comes first.
+            let mut passed = Passed::Unmatched;
+            if isolate && may_pass {
+                passed = exec::insert_group_passing_conflicts(engine, tx, &group, isolate).await?;
+            }
+            // Whether the part's rows cannot be told apart by their values (nor can its
+            // halves' then).
+            let mut unmatched = isolate && may_pass && matches!(passed, Passed::Unmatched);
+            if let Passed::Unmatched = passed {
+                passed = match exec::insert_group(engine, tx, &group, isolate, full).await? {
+                    Grouped::Inserted(rows) => {
+                        made.rows(part.to_vec(), rows);
+                        continue;
+                    }
+                    // A row broke a constraint and, with no savepoint, aborted the
+                    // transaction.
+                    _ if optimistic => return Ok(None),
+                    Grouped::Conflict if may_pass && !isolate => {
+                        let passed =
+                            exec::insert_group_passing_conflicts(engine, tx, &group, isolate)
+                                .await?;
+                        unmatched = matches!(passed, Passed::Unmatched);
+                        passed
+                    }
+                    Grouped::Conflict | Grouped::Broken => Passed::Broken,
+                };
+            }
+            if let Passed::Placed(placed) = passed {
+                // The calls passed over run alone, in order, each to its own conflict.
+                let mut inserted = vec![false; part.len()];
+                let (ks, rows): (Vec<usize>, Vec<Row>) = placed
+                    .into_iter()
+                    .map(|(g, row)| {
+                        inserted[g] = true;
+                        (part[g], row)
+                    })
+                    .collect();
+                made.rows(ks, rows);
+                for g in (0..part.len()).rev().filter(|&g| !inserted[g]) {
+                    todo.push((std::slice::from_ref(&part[g]), false));
+                }
+                continue;
+            }
+            // Halves; they need not try passing over conflicts where the rows cannot be
+            // told apart.
+            let (first, second) = part.split_at(part.len() / 2);
+            let may_pass = may_pass && !unmatched;
+            todo.push((second, may_pass));
+            todo.push((first, may_pass));
+        }
+        Ok(Some(()))
+    }
+
+    /// Runs call `k` alone, to its own outcome. `None` when its statement aborted the
+    /// transaction (optimistic runs only).
+    async fn run_alone(&mut self, tx: &mut dyn Tx, k: usize) -> Result<Option<()>, StorageError> {
+        let prepared = self.prepared;
+        let Ok(p) = &prepared[k] else {
+            return Ok(Some(()));
+        };
+        let by_key = match &self.log {
+            Some(log) if p.by_key() => log.read_by_key(tx, self.d, p).await?,
+            _ => None,
+        };
+        let o = if self.optimistic {
+            match exec::execute_unguarded(self.engine, tx, p, self.stamp).await? {
+                Some(o) => o,
+                None => return Ok(None),
+            }
+        } else {
+            exec::execute(self.engine, tx, self.caller, p, self.isolate, self.stamp).await?
+        };
+        if let Some(log) = &mut self.log {
+            log.applied(p, &o, by_key);
+        }
+        self.outcomes[k] = Some(o);
+        Ok(Some(()))
+    }
+}
+
 /// Where the rows a group insert created go: their calls' outcomes (or the objects made
 /// later), and the chunk's change records.
 struct Made<'a, 'l> {
@@ -367,147 +531,50 @@ impl Engine {
     ) -> Result<Option<Ran>, StorageError> {
         let d = self.storage.dialect();
         let postgres = d == Dialect::Postgres;
-        // Savepoints are needed only where a failed statement aborts the transaction.
-        let isolate = postgres && guard == Guard::Savepoints;
-        let optimistic = postgres && guard == Guard::Optimistic;
         if postgres {
             lock_targets(self, tx, prepared).await?;
         }
-        let mut log = match rec {
+        let log = match rec {
             Some(r) => Some(ChunkLog::start(r, tx, d, prepared).await?),
             None => None,
         };
-        let stamp = log.as_ref().map_or(NO_REQUEST, ChunkLog::stamp);
+        let mut run = ChunkRun {
+            engine: self,
+            caller,
+            prepared,
+            objects,
+            d,
+            // Savepoints are needed only where a failed statement aborts the transaction.
+            isolate: postgres && guard == Guard::Savepoints,
+            optimistic: postgres && guard == Guard::Optimistic,
+            stamp: log.as_ref().map_or(NO_REQUEST, ChunkLog::stamp),
+            outcomes: vec![None; prepared.len()],
+            later: Vec::new(),
+            log,
+        };
         let n = prepared.len();
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
-        let mut later = Vec::new();
-        let full = objects != Objects::Ids;
         let mut i = 0;
         while i < n {
             let p = match &prepared[i] {
                 Err(e) => {
-                    outcomes[i] = Some(Err(e.clone()));
+                    run.outcomes[i] = Some(Err(e.clone()));
                     i += 1;
                     continue;
                 }
                 Ok(p) => p,
             };
-            // Bound as arrays, a group's size is not limited by the number of parameters.
-            let max = if tx.binds_arrays() {
-                n
-            } else {
-                (30_000 / p.values.len().max(1)).clamp(1, GROUP_ROWS)
-            };
-            // The group: this call and the following creates of the same shape, passing over
-            // calls refused before the database (they have their outcome and change nothing).
-            let mut members = vec![i];
-            let mut j = i + 1;
-            while j < n && members.len() < max {
-                match &prepared[j] {
-                    Err(e) => outcomes[j] = Some(Err(e.clone())),
-                    Ok(q) if exec::same_shape(p, q) => members.push(j),
-                    Ok(_) => break,
-                }
-                j += 1;
+            let (members, next) = run.group_at(i, p, tx.binds_arrays());
+            if run.run_group(tx, p, &members).await?.is_none() {
+                return Ok(None);
             }
-            // The group's calls are inserted together. When a row breaks a unique index, the
-            // group is inserted once more passing over the rows that would (at once, when the
-            // chunk runs with savepoints because a row broke a constraint), and those run
-            // alone, each to its own conflict. Otherwise a group whose insert fails is split
-            // in two halves, tried in order, down to single calls, which run alone and get
-            // their own outcome: a few failing calls cost a few small inserts each, not a
-            // statement per call. Parts run in call order, so that of two calls with the same
-            // key the earlier is the one created, and ids rise in call order.
-            // `todo`: the parts still to run, the next one last; with `true`, one that may
-            // still be inserted passing over conflicts (only once along a line of halves).
-            let mut todo: Vec<(&[usize], bool)> = vec![(&members, true)];
-            while let Some((part, may_pass)) = todo.pop() {
-                if let [k] = *part {
-                    let Ok(p) = &prepared[k] else { continue };
-                    let by_key = match &log {
-                        Some(log) if p.by_key() => log.read_by_key(tx, d, p).await?,
-                        _ => None,
-                    };
-                    let o = if optimistic {
-                        match exec::execute_unguarded(self, tx, p, stamp).await? {
-                            Some(o) => o,
-                            None => return Ok(None),
-                        }
-                    } else {
-                        exec::execute(self, tx, caller, p, isolate, stamp).await?
-                    };
-                    if let Some(log) = &mut log {
-                        log.applied(p, &o, by_key);
-                    }
-                    outcomes[k] = Some(o);
-                    continue;
-                }
-                let group: Vec<&Prepared> = part
-                    .iter()
-                    .filter_map(|&k| prepared[k].as_ref().ok())
-                    .collect();
-                let mut made = Made {
-                    entity: &p.entity,
-                    objects,
-                    outcomes: &mut outcomes,
-                    later: &mut later,
-                    log: log.as_mut(),
-                };
-                // With savepoints the chunk runs again because a row broke a constraint: the
-                // part passes over conflicts at once, which spares an insert that would fail
-                // again. Elsewhere the plain insert comes first.
-                let mut passed = Passed::Unmatched;
-                if isolate && may_pass {
-                    passed =
-                        exec::insert_group_passing_conflicts(self, tx, &group, isolate).await?;
-                }
-                // Whether the part's rows cannot be told apart by their values (nor can its
-                // halves' then).
-                let mut unmatched = isolate && may_pass && matches!(passed, Passed::Unmatched);
-                if let Passed::Unmatched = passed {
-                    passed = match exec::insert_group(self, tx, &group, isolate, full).await? {
-                        Grouped::Inserted(rows) => {
-                            made.rows(part.to_vec(), rows);
-                            continue;
-                        }
-                        // A row broke a constraint and, with no savepoint, aborted the
-                        // transaction.
-                        _ if optimistic => return Ok(None),
-                        Grouped::Conflict if may_pass && !isolate => {
-                            let passed =
-                                exec::insert_group_passing_conflicts(self, tx, &group, isolate)
-                                    .await?;
-                            unmatched = matches!(passed, Passed::Unmatched);
-                            passed
-                        }
-                        Grouped::Conflict | Grouped::Broken => Passed::Broken,
-                    };
-                }
-                if let Passed::Placed(placed) = passed {
-                    // The calls passed over run alone, in order, each to its own conflict.
-                    let mut inserted = vec![false; part.len()];
-                    let (ks, rows): (Vec<usize>, Vec<Row>) = placed
-                        .into_iter()
-                        .map(|(g, row)| {
-                            inserted[g] = true;
-                            (part[g], row)
-                        })
-                        .collect();
-                    made.rows(ks, rows);
-                    for g in (0..part.len()).rev().filter(|&g| !inserted[g]) {
-                        todo.push((std::slice::from_ref(&part[g]), false));
-                    }
-                    continue;
-                }
-                // Halves; they need not try passing over conflicts where the rows cannot be
-                // told apart.
-                let (first, second) = part.split_at(part.len() / 2);
-                let may_pass = may_pass && !unmatched;
-                todo.push((second, may_pass));
-                todo.push((first, may_pass));
-            }
-            i = j;
+            i = next;
         }
+        let ChunkRun {
+            outcomes,
+            later,
+            log,
+            ..
+        } = run;
         if let Some(log) = log {
             log.write(tx, d, pending).await?;
         }

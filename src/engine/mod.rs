@@ -12,6 +12,7 @@ pub mod exec;
 mod gather;
 mod group;
 pub mod hooks;
+pub mod password;
 pub mod points;
 pub mod prepare;
 pub mod query;
@@ -21,6 +22,9 @@ pub mod retry;
 pub mod secrets;
 pub mod whole;
 
+/// The failure the storage calls of the engine and of jobs return; [`internal`] hides it from
+/// callers.
+pub use crate::storage::StorageError;
 pub use error::CallError;
 
 use crate::catalog::CatalogHandle;
@@ -131,6 +135,11 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Whether the database answers a trivial query.
+    pub async fn ping(&self) -> Result<(), StorageError> {
+        crate::storage::ping(self.storage.as_ref()).await
+    }
+
     /// An engine; on SQLite it starts the group-commit writer (needs a tokio runtime).
     pub fn new(
         catalog: CatalogHandle,
@@ -260,8 +269,8 @@ fn changed_user(p: &prepare::Prepared, obj: &Json) -> Option<i64> {
 
 /// Logs a storage failure and hides it behind [`CallError::Internal`], or, when the disk or
 /// the store is full, [`CallError::InsufficientStorage`].
-pub fn internal(e: crate::storage::StorageError) -> CallError {
-    if let crate::storage::StorageError::Full(m) = &e {
+pub fn internal(e: StorageError) -> CallError {
+    if let StorageError::Full(m) = &e {
         tracing::error!(error = %m, "out of space");
         return CallError::InsufficientStorage;
     }

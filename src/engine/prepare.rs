@@ -139,7 +139,9 @@ pub async fn prepare(
     prepare_at(hooks, catalog, caller, call.clone(), &crate::time::now()).await
 }
 
-/// [`prepare`] taking the call by value, with the time to stamp it with.
+/// [`prepare`] taking the call by value, with the time to stamp it with. The steps: the
+/// plugins' hooks, the operation and the caller's access, the parameters' names and secrets,
+/// validation against the entity's schema, coercion into stored values, the key.
 pub async fn prepare_at(
     hooks: &dyn CallHooks,
     catalog: &Catalog,
@@ -151,7 +153,46 @@ pub async fn prepare_at(
     let e = entity.as_ref();
     let mut call = call;
     hooks.before_call(e, caller, &mut call)?;
-    // A save by id is an update; one without an id creates unless a key can name the object.
+    resolve_op(e, caller, &mut call)?;
+    if call.op == Op::Delete {
+        if call.id.is_some() {
+            return Ok(Prepared::plain(entity, call.op, call.id, Vec::new()));
+        }
+        // Named by its key: the key's values are checked like any value of those fields;
+        // other parameters are ignored, as for a delete by id.
+        call.params.retain(|k, _| e.key.contains(k));
+    }
+    let prehashed = call.prehashed;
+    let mut params = std::mem::take(&mut call.params);
+    check_secrets(e, prehashed, &params)?;
+    check_params(e, caller, &call, &mut params)?;
+    let params = validate(e, call.op, params)?;
+    let mut values = coerce(e, call.op, prehashed, params).await?;
+    if call.op == Op::Create {
+        values.push(("created_dt".into(), Value::text(now)));
+    }
+    let key = if call.id.is_none() && call.op != Op::Create {
+        key_values(e, &values)?
+    } else {
+        Vec::new()
+    };
+    if call.op == Op::Delete {
+        let mut p = Prepared::plain(entity, call.op, None, Vec::new());
+        p.key = key;
+        return Ok(p);
+    }
+    let create = (call.op == Op::Save).then(|| create_values(e, &values, now));
+    values.push(("updated_dt".into(), Value::text(now)));
+    let mut p = Prepared::plain(entity, call.op, call.id, values);
+    p.key = key;
+    p.create = create;
+    Ok(p)
+}
+
+/// The operation a call really is (a save by id is an update; one without an id creates
+/// unless a key can name the object), refused when it names no object or the caller's role
+/// may not run it.
+fn resolve_op(e: &Entity, caller: &Caller, call: &mut Call) -> Result<(), CallError> {
     match (call.op, call.id) {
         (Op::Save, Some(_)) => call.op = Op::Update,
         (Op::Save, None) if !e.has_key() => call.op = Op::Create,
@@ -178,34 +219,36 @@ pub async fn prepare_at(
             e.name
         )));
     }
-    if call.op == Op::Delete {
-        if call.id.is_some() {
-            return Ok(Prepared::plain(entity, call.op, call.id, Vec::new()));
-        }
-        // Named by its key: the key's values are checked like any value of those fields;
-        // other parameters are ignored, as for a delete by id.
-        call.params.retain(|k, _| e.key.contains(k));
-    }
-    let prehashed = call.prehashed;
-    let mut params = call.params;
-    if prehashed {
-        for f in e.fields.iter().filter(|f| f.secret) {
-            if let Some(Json::String(v)) = params.get(&f.name)
-                && let Err(why) = super::secrets::unseal(v)
-            {
-                return Err(CallError::invalid_field(&f.name, why));
-            }
-        }
-    } else {
-        // A new secret is checked here, before validation could quote it in a message.
-        for f in e.fields.iter().filter(|f| f.secret) {
-            if let Some(Json::String(v)) = params.get(&f.name)
-                && let Some(why) = super::secrets::problem(e, &f.name, v)
-            {
-                return Err(CallError::invalid_field(&f.name, why));
-            }
+    Ok(())
+}
+
+/// Refuses a secret that is not sealed as it claims (`prehashed`), or a new one that breaks
+/// the field's rules; checked before validation could quote it in a message.
+fn check_secrets(e: &Entity, prehashed: bool, params: &Map<String, Json>) -> Result<(), CallError> {
+    for f in e.fields.iter().filter(|f| f.secret) {
+        let Some(Json::String(v)) = params.get(&f.name) else {
+            continue;
+        };
+        let why = if prehashed {
+            super::secrets::unseal(v).err()
+        } else {
+            super::secrets::problem(e, &f.name, v)
+        };
+        if let Some(why) = why {
+            return Err(CallError::invalid_field(&f.name, why));
         }
     }
+    Ok(())
+}
+
+/// Takes out an `id` parameter (allowed only as the updated object's own), and refuses
+/// unknown fields and fields the caller's role may not set.
+fn check_params(
+    e: &Entity,
+    caller: &Caller,
+    call: &Call,
+    params: &mut Map<String, Json>,
+) -> Result<(), CallError> {
     if let Some(id) = params.remove("id") {
         let same = call.op == Op::Update
             && (id.as_i64() == call.id || id.as_str().and_then(|s| s.parse().ok()) == call.id);
@@ -235,9 +278,14 @@ pub async fn prepare_at(
             )));
         }
     }
+    Ok(())
+}
+
+/// Checks `params` against the entity's schema (a save as an update; what a create needs
+/// besides is checked later), every failing field with its message.
+fn validate(e: &Entity, op: Op, params: Map<String, Json>) -> Result<Map<String, Json>, CallError> {
     let instance = Json::Object(params);
-    // A save is checked as an update; what a create needs besides is checked below.
-    let validator = if call.op == Op::Create {
+    let validator = if op == Op::Create {
         &e.create_validator
     } else {
         &e.update_validator
@@ -281,7 +329,19 @@ pub async fn prepare_at(
     let Json::Object(params) = instance else {
         unreachable!("built as an object")
     };
-    // The given values in field order (every key is a field: checked above).
+    Ok(params)
+}
+
+/// The stored values of valid `params` in field order: numbers and text checked for what the
+/// databases hold, dates, enums and decimals normalized, defaults of a create filled in,
+/// secrets hashed (or kept, when `prehashed`).
+async fn coerce(
+    e: &Entity,
+    op: Op,
+    prehashed: bool,
+    params: Map<String, Json>,
+) -> Result<Vec<(String, Value)>, CallError> {
+    // The given values in field order (every key is a field: checked before).
     let mut given: Vec<Option<Json>> = vec![None; e.fields.len()];
     for (k, v) in params {
         if let Some(i) = e.fields.iter().position(|f| f.name == k) {
@@ -326,7 +386,7 @@ pub async fn prepare_at(
                     .map_err(|m| invalid(BTreeMap::from([(f.name.clone(), m)])))?
             }
             Some(v) => v,
-            None => match (&f.default, call.op) {
+            None => match (&f.default, op) {
                 (Some(d), Op::Create) => d.clone(),
                 _ => continue,
             },
@@ -334,9 +394,7 @@ pub async fn prepare_at(
         let stored = if f.secret {
             match v.as_str() {
                 Some(sealed) if prehashed => Value::text(sealed),
-                Some(plain) => {
-                    Value::text(crate::auth::password::hash_async(plain.to_string()).await?)
-                }
+                Some(plain) => Value::text(super::password::hash_async(plain.to_string()).await?),
                 None => Value::Text(None),
             }
         } else {
@@ -344,25 +402,7 @@ pub async fn prepare_at(
         };
         values.push((f.name.clone(), stored));
     }
-    if call.op == Op::Create {
-        values.push(("created_dt".into(), Value::text(now)));
-    }
-    let key = if call.id.is_none() && call.op != Op::Create {
-        key_values(e, &values)?
-    } else {
-        Vec::new()
-    };
-    if call.op == Op::Delete {
-        let mut p = Prepared::plain(entity, call.op, None, Vec::new());
-        p.key = key;
-        return Ok(p);
-    }
-    let create = (call.op == Op::Save).then(|| create_values(e, &values, now));
-    values.push(("updated_dt".into(), Value::text(now)));
-    let mut p = Prepared::plain(entity, call.op, call.id, values);
-    p.key = key;
-    p.create = create;
-    Ok(p)
+    Ok(values)
 }
 
 /// What a save writes when it creates: the given `values`, the defaults of the fields not

@@ -5,8 +5,8 @@
 //! marked `prehashed`, and [`super::prepare`] then stores the hash as it is or fails the call
 //! with the reason. Calls from clients are never `prehashed`, so no client can set a hash.
 
-use crate::auth::password;
-use crate::jobs::queue::ItemTexts;
+use super::password;
+use crate::item_texts::ItemTexts;
 use crate::schema::Entity;
 use serde_json::{Map, Value as Json};
 

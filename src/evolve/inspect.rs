@@ -85,33 +85,44 @@ impl Inspect<'_> {
         sql::count(self.ex, self.d, table).await
     }
 
-    /// Inspects one entity; returns the table its rows come from.
+    /// The table an entity's rows come from: its own, or the one it says it was renamed
+    /// from (renamed now). `None` when both exist (refused).
+    fn source_table(&mut self, e: &Entity) -> Option<String> {
+        let name = e.name.as_str();
+        let exists = !self.cols(name).is_empty();
+        let Some(old) = &e.renamed_from else {
+            return Some(name.to_string());
+        };
+        let old_exists = !self.cols(old).is_empty();
+        if old_exists && exists {
+            self.refuse(
+                &e.source,
+                e.line,
+                format!(
+                    "entity `{name}` says `renamed_from: {old}`, but tables `{old}` and `{name}` both exist; remove one (or the `renamed_from`)"
+                ),
+            );
+            return None;
+        }
+        if !old_exists {
+            return Some(name.to_string());
+        }
+        let old_indexes = self.index_names(old, self.recorded.get(old), e);
+        self.push_sql(sql::rename_table(self.d, old, name, &old_indexes));
+        self.out.steps.push(Step::RenameTable {
+            from: old.clone(),
+            to: name.to_string(),
+        });
+        Some(old.clone())
+    }
+
+    /// Inspects one entity: its table, its fields' columns, the columns no field serves any
+    /// more, its key; returns the table its rows come from.
     async fn entity(&mut self, e: &Entity) -> Result<String, StorageError> {
         let name = e.name.as_str();
-        let mut source = name.to_string();
-        let exists = !self.cols(name).is_empty();
-        if let Some(old) = &e.renamed_from {
-            let old_exists = !self.cols(old).is_empty();
-            if old_exists && exists {
-                self.refuse(
-                    &e.source,
-                    e.line,
-                    format!(
-                        "entity `{name}` says `renamed_from: {old}`, but tables `{old}` and `{name}` both exist; remove one (or the `renamed_from`)"
-                    ),
-                );
-                return Ok(source);
-            }
-            if old_exists {
-                source = old.clone();
-                let old_indexes = self.index_names(old, self.recorded.get(old), e);
-                self.push_sql(sql::rename_table(self.d, old, name, &old_indexes));
-                self.out.steps.push(Step::RenameTable {
-                    from: old.clone(),
-                    to: name.to_string(),
-                });
-            }
-        }
+        let Some(source) = self.source_table(e) else {
+            return Ok(name.to_string());
+        };
         let cols: Vec<String> = self.cols(&source).to_vec();
         if cols.is_empty() {
             self.out.steps.push(Step::Create {
@@ -175,7 +186,25 @@ impl Inspect<'_> {
                 self.field(e, f, &source, &column, &old).await?;
             }
         }
-        // Columns no field serves any more.
+        self.removed_columns(e, rec, &source, &cols, &used, rows)
+            .await?;
+        self.key(e, rec, &source, &cols, rows).await?;
+        self.additive(e, &existing);
+        Ok(source)
+    }
+
+    /// Columns no field serves any more: their values are given up (`allow_destructive`) or
+    /// the change is refused while rows hold one.
+    async fn removed_columns(
+        &mut self,
+        e: &Entity,
+        rec: Option<&RecordedEntity>,
+        source: &str,
+        cols: &[String],
+        used: &BTreeSet<String>,
+        rows: i64,
+    ) -> Result<(), StorageError> {
+        let name = e.name.as_str();
         for c in cols.iter().filter(|c| !used.contains(*c)) {
             let known = match rec {
                 None => true,
@@ -188,7 +217,7 @@ impl Inspect<'_> {
                 .and_then(|r| r.fields.iter().find(|f| &f.name == c))
                 .map_or(ColType::Text, |f| f.field_type().col_type());
             let (n, first) =
-                sql::unfit(self.ex, self.d, &source, c, ty, Unfit::Holding, FIRST_ROWS).await?;
+                sql::unfit(self.ex, self.d, source, c, ty, Unfit::Holding, FIRST_ROWS).await?;
             if n == 0 {
                 continue;
             }
@@ -211,9 +240,7 @@ impl Inspect<'_> {
                 ),
             );
         }
-        self.key(e, rec, &source, &cols, rows).await?;
-        self.additive(e, &existing);
-        Ok(source)
+        Ok(())
     }
 
     /// A key added or changed: the stored rows must not share one (rows with an empty key

@@ -17,7 +17,7 @@ pub use record::{RecordedEntity, RecordedField};
 use crate::schema::{Catalog, Entity};
 use crate::storage::definitions::{self, ChangeRow, DefinitionRow};
 use crate::storage::evolve as sql;
-use crate::storage::{Dialect, PoolExec, Storage, StorageError, Value};
+use crate::storage::{Dialect, PoolExec, Storage, StorageError, Tx, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
@@ -204,24 +204,7 @@ pub async fn run(
         sql::lock_changes(tx.as_mut(), d).await?;
         locked = Some(tx);
     }
-    let mut columns: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut wanted: BTreeSet<String> = catalog.entities.keys().cloned().collect();
-    wanted.extend(
-        catalog
-            .entities
-            .values()
-            .filter_map(|e| e.renamed_from.clone()),
-    );
-    // A database never started by this version has no record yet (`plan` does not create it).
-    let recorded = match record::load(&mut PoolExec(storage)).await {
-        Ok(r) => r,
-        Err(_) if mode == Mode::Plan => BTreeMap::new(),
-        Err(e) => return Err(e.into()),
-    };
-    wanted.extend(recorded.keys().cloned());
-    for t in &wanted {
-        columns.insert(t.clone(), storage.table_columns(t).await?);
-    }
+    let (columns, recorded) = read_tables(storage, catalog, mode).await?;
     let mut tx = match locked {
         Some(tx) => tx,
         None => {
@@ -252,41 +235,7 @@ pub async fn run(
         tx.rollback().await?;
         return Ok(out);
     }
-    let applied = async {
-        for a in actions {
-            match a {
-                Action::Sql(s) => {
-                    tx.execute(&s, &[]).await?;
-                }
-                Action::Values {
-                    table,
-                    column,
-                    values,
-                } => sql::set_values(tx.as_mut(), d, &table, &column, &values).await?,
-            }
-        }
-        let rows = record::rows(catalog);
-        let digest = record::digest(&rows);
-        let before = record::digest(&record::rows_of(&recorded));
-        if digest != before || !out.steps.is_empty() {
-            let now = crate::time::now();
-            definitions::replace(tx.as_mut(), d, &rows, &now).await?;
-            let steps: Vec<String> = out.steps.iter().map(|s| s.to_string()).collect();
-            definitions::log_change(
-                tx.as_mut(),
-                d,
-                &ChangeRow {
-                    applied_dt: now,
-                    server: server.to_string(),
-                    digest,
-                    steps: serde_json::to_string(&steps).unwrap_or_default(),
-                },
-            )
-            .await?;
-        }
-        Ok::<_, StorageError>(())
-    }
-    .await;
+    let applied = apply(tx.as_mut(), d, actions, catalog, &recorded, &out, server).await;
     match applied {
         Ok(()) => tx.commit().await?,
         Err(e) => {
@@ -296,6 +245,85 @@ pub async fn run(
     }
     storage.schema_changed();
     Ok(out)
+}
+
+/// The columns of every table the catalog, its renames and the record name, and the record
+/// (none yet, for `plan`, on a database never started by this version).
+async fn read_tables(
+    storage: &dyn Storage,
+    catalog: &Catalog,
+    mode: Mode,
+) -> Result<
+    (
+        BTreeMap<String, Vec<String>>,
+        BTreeMap<String, RecordedEntity>,
+    ),
+    EvolveError,
+> {
+    let mut columns: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut wanted: BTreeSet<String> = catalog.entities.keys().cloned().collect();
+    wanted.extend(
+        catalog
+            .entities
+            .values()
+            .filter_map(|e| e.renamed_from.clone()),
+    );
+    // A database never started by this version has no record yet (`plan` does not create it).
+    let recorded = match record::load(&mut PoolExec(storage)).await {
+        Ok(r) => r,
+        Err(_) if mode == Mode::Plan => BTreeMap::new(),
+        Err(e) => return Err(e.into()),
+    };
+    wanted.extend(recorded.keys().cloned());
+    for t in &wanted {
+        columns.insert(t.clone(), storage.table_columns(t).await?);
+    }
+    Ok((columns, recorded))
+}
+
+/// The apply phase inside `tx`: the planned actions, then the definitions recorded and the
+/// change logged when they differ from `recorded` or a step was taken.
+async fn apply(
+    tx: &mut dyn Tx,
+    d: Dialect,
+    actions: Vec<Action>,
+    catalog: &Catalog,
+    recorded: &BTreeMap<String, RecordedEntity>,
+    out: &Outcome,
+    server: &str,
+) -> Result<(), StorageError> {
+    for a in actions {
+        match a {
+            Action::Sql(s) => {
+                tx.execute(&s, &[]).await?;
+            }
+            Action::Values {
+                table,
+                column,
+                values,
+            } => sql::set_values(tx, d, &table, &column, &values).await?,
+        }
+    }
+    let rows = record::rows(catalog);
+    let digest = record::digest(&rows);
+    let before = record::digest(&record::rows_of(recorded));
+    if digest != before || !out.steps.is_empty() {
+        let now = crate::time::now();
+        definitions::replace(tx, d, &rows, &now).await?;
+        let steps: Vec<String> = out.steps.iter().map(|s| s.to_string()).collect();
+        definitions::log_change(
+            tx,
+            d,
+            &ChangeRow {
+                applied_dt: now,
+                server: server.to_string(),
+                digest,
+                steps: serde_json::to_string(&steps).unwrap_or_default(),
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// The entities' record as last applied, by name.

@@ -226,7 +226,7 @@ fails_from!(
     ApiError,
     crate::auth::AuthError,
     crate::engine::CallError,
-    crate::storage::StorageError,
+    crate::engine::StorageError,
     crate::uploader::UploadError
 );
 

@@ -7,7 +7,8 @@ use crate::engine::batch::{Ran, Shown, item_call};
 use crate::engine::render::RowObject;
 use crate::engine::whole::Mode;
 use crate::engine::{Call, CallError, Caller, Op, Outcome};
-use crate::jobs::queue::{ItemTexts, NewRequest, Reply};
+use crate::item_texts::ItemTexts;
+use crate::jobs::queue::{NewRequest, Reply};
 use poem::http::StatusCode;
 use poem::{Request, Response};
 use serde_json::{Value as Json, json};
@@ -227,11 +228,10 @@ pub async fn run(
             Err(reply) => reply_response(reply),
         });
     }
-    if let Some(k) = &key {
-        let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
-        if let Some(reply) = jobs.idempotent_reply(&mut pool, caller.id, k).await? {
-            return Ok(reply_response(reply));
-        }
+    if let Some(k) = &key
+        && let Some(reply) = jobs.idempotent_reply_on_pool(caller.id, k).await?
+    {
+        return Ok(reply_response(reply));
     }
     let parts = if mode.whole() {
         let calls: Vec<Result<Call, CallError>> = (0..items.len())
@@ -255,8 +255,7 @@ pub async fn run(
     };
     if let Some(k) = &key {
         let body = joined(parts);
-        let mut pool = crate::storage::PoolExec(state.engine.storage.as_ref());
-        jobs.remember_reply(&mut pool, caller.id, k, 200, &body, "application/json")
+        jobs.remember_reply_on_pool(caller.id, k, 200, &body, "application/json")
             .await?;
         return Ok(Response::builder()
             .content_type("application/json")

@@ -2,7 +2,7 @@
 //! URL-encoded form or a multipart form.
 
 use super::error::{ApiError, Result};
-use crate::jobs::queue::ItemTexts;
+use crate::item_texts::ItemTexts;
 use poem::{Body, Request};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value as Json};

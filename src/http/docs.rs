@@ -54,16 +54,10 @@ impl Replies for MetricsReplies {
 
 /// The Prometheus text of the metrics, with the queue read now.
 pub async fn scrape(state: &AppState) -> Result<poem::Response, ApiError> {
-    let depth = crate::storage::requests::depth(state.engine.storage.as_ref())
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "cannot read the queue for the metrics");
-            ApiError::Unavailable
-        })?;
-    let named: Vec<(String, String, i64)> = depth
-        .into_iter()
-        .map(|(kind, status, n)| (kind, crate::jobs::status_name(status).to_string(), n))
-        .collect();
+    let named = state.jobs.depth().await.map_err(|e| {
+        tracing::error!(error = %e, "cannot read the queue for the metrics");
+        ApiError::Unavailable
+    })?;
     Ok(poem::Response::builder()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .header("cache-control", "no-store")
@@ -112,14 +106,11 @@ impl SystemApi {
     )]
     async fn ready(&self, Data(state): Data<&Arc<AppState>>) -> Ready {
         let limit = std::time::Duration::from_secs(5);
-        let database =
-            match tokio::time::timeout(limit, crate::storage::ping(state.engine.storage.as_ref()))
-                .await
-            {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(format!("the database did not answer: {e}")),
-                Err(_) => Err("the database did not answer within 5 s".to_string()),
-            };
+        let database = match tokio::time::timeout(limit, state.engine.ping()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("the database did not answer: {e}")),
+            Err(_) => Err("the database did not answer within 5 s".to_string()),
+        };
         let store = match tokio::time::timeout(limit, state.jobs.files.check()).await {
             Ok(r) => r,
             Err(_) => Err("the file store did not answer within 5 s".to_string()),

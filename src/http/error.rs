@@ -56,8 +56,8 @@ impl From<CallError> for ApiError {
 }
 
 /// A storage failure is logged and shown only as an internal error.
-impl From<crate::storage::StorageError> for ApiError {
-    fn from(e: crate::storage::StorageError) -> Self {
+impl From<crate::engine::StorageError> for ApiError {
+    fn from(e: crate::engine::StorageError) -> Self {
         ApiError::Call(crate::engine::internal(e))
     }
 }

@@ -377,37 +377,43 @@ async fn open_bundle(
     })
 }
 
-async fn upload(
-    idempotency_key: Option<String>,
-    received: Received,
-    caller: Caller,
-    state: &AppState,
-) -> Result<Response> {
-    let dir = intake::work_dir(&state.settings.data_dir);
-    let mut cleanup = Cleanup {
-        files: received.file.iter().map(|(p, _)| p.clone()).collect(),
-        dirs: Vec::new(),
-        stored: Vec::new(),
-        store: state.files.clone(),
-    };
-    let key =
-        crate::input::idempotency_key(idempotency_key.as_deref()).map_err(ApiError::BadRequest)?;
+/// What an upload's form asks for, checked field by field.
+struct Asked {
+    /// The idempotency key, as a dry run keys it.
+    key: Option<String>,
+    mode: crate::engine::whole::Mode,
+    /// The entity as the form names it, and its definition.
+    name: String,
+    entity: Arc<crate::schema::Entity>,
+    /// The received file and its original name.
+    src: std::path::PathBuf,
+    file_name: String,
+    encoding: &'static encoding_rs::Encoding,
+    background: bool,
+    show_progress: bool,
+    get_content: bool,
+    campaign_id: Option<i64>,
+}
+
+/// Reads and checks the form's fields, in the order their errors are reported.
+fn asked(idempotency_key: Option<&str>, received: &Received, state: &AppState) -> Result<Asked> {
+    let key = crate::input::idempotency_key(idempotency_key).map_err(ApiError::BadRequest)?;
     let mode = crate::engine::whole::Mode {
-        dry_run: flag(&received, "dry_run")?,
-        atomic: flag(&received, "atomic")?,
+        dry_run: flag(received, "dry_run")?,
+        atomic: flag(received, "atomic")?,
     };
     let key = super::batch::dry_run_key(key, mode);
-    let entity = received
+    let name = received
         .fields
         .get("entity")
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .ok_or_else(|| ApiError::BadRequest("the `entity` field is required".into()))?;
     let catalog = state.engine.catalog.load();
-    let e = catalog.get(&entity).cloned().ok_or_else(|| {
+    let entity = catalog.get(&name).cloned().ok_or_else(|| {
         ApiError::BadRequest(crate::schema::format::with_hint(
-            format!("there is no entity `{entity}`"),
-            &entity,
+            format!("there is no entity `{name}`"),
+            &name,
             catalog.entities.keys().map(String::as_str),
         ))
     })?;
@@ -423,9 +429,9 @@ async fn upload(
         .unwrap_or("UTF-8");
     let encoding = encoding_rs::Encoding::for_label(label.as_bytes())
         .ok_or_else(|| ApiError::BadRequest(format!("unknown encoding `{label}`")))?;
-    let background = flag(&received, "bgrs")?;
-    let show_progress = flag(&received, "show_progress")?;
-    let get_content = flag(&received, "get_content")?;
+    let background = flag(received, "bgrs")?;
+    let show_progress = flag(received, "show_progress")?;
+    let get_content = flag(received, "get_content")?;
     let campaign_id = match received
         .fields
         .get("campaign_id")
@@ -438,31 +444,31 @@ async fn upload(
                 .map_err(|_| ApiError::BadRequest("`campaign_id` must be an integer".into()))?,
         ),
     };
-    let opened = if crate::uploader::bundle::is_zip(&src) {
-        Some(
-            open_bundle(
-                state,
-                &caller,
-                &e,
-                &src,
-                &file_name,
-                campaign_id,
-                &mut cleanup,
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
-    let csv_path = opened.as_ref().map_or(src.clone(), |o| o.csv.clone());
-    let utf8 = dir.join(format!(
-        "{}.utf8.csv",
-        hex::encode(rand::random::<[u8; 12]>())
-    ));
-    cleanup.files.push(utf8.clone());
-    let (s2, u2) = (csv_path, utf8.clone());
+    Ok(Asked {
+        key,
+        mode,
+        name,
+        entity,
+        src,
+        file_name,
+        encoding,
+        background,
+        show_progress,
+        get_content,
+        campaign_id,
+    })
+}
+
+/// Checks the CSV at `csv_path` whole, writing its UTF-8 working copy to `utf8`, and seals
+/// the copy's secret columns: its layout, and whether it was sealed.
+async fn check_file(
+    csv_path: std::path::PathBuf,
+    utf8: &std::path::Path,
+    asked: &Asked,
+) -> Result<(validate::Layout, bool)> {
+    let (u2, encoding) = (utf8.to_path_buf(), asked.encoding);
     let started = std::time::Instant::now();
-    let layout = tokio::task::spawn_blocking(move || validate::check(&s2, &u2, encoding))
+    let layout = tokio::task::spawn_blocking(move || validate::check(&csv_path, &u2, encoding))
         .await
         .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
     tracing::info!(
@@ -470,22 +476,91 @@ async fn upload(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "upload checked"
     );
-    let (l2, e2, u2) = (layout.clone(), e.clone(), utf8.clone());
+    let (l2, e2, u2) = (layout.clone(), asked.entity.clone(), utf8.to_path_buf());
     tokio::task::spawn_blocking(move || crate::uploader::rows::check_columns(&l2, &e2, &u2))
         .await
         .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?
         .map_err(|m| ApiError::BadRequest(format!("the file cannot be used: {m}")))?;
-    let (u2, l2, e2) = (utf8.clone(), layout.clone(), e.clone());
+    let (u2, l2, e2) = (utf8.to_path_buf(), layout.clone(), asked.entity.clone());
     let sealed =
         tokio::task::spawn_blocking(move || crate::uploader::seal::seal_file(&u2, &l2, &e2))
             .await
             .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
+    Ok((layout, sealed))
+}
+
+/// The background request that runs `plan`: in the background, or here.
+fn upload_request(
+    caller: &Caller,
+    asked: &Asked,
+    plan: &Plan,
+    details: Vec<String>,
+) -> Result<NewRequest> {
+    Ok(NewRequest {
+        user_id: caller.id,
+        name: "uploader".into(),
+        kind: if asked.background {
+            KindId::Upload
+        } else {
+            KindId::UploadHere
+        },
+        entity: plan.entity.clone(),
+        params: serde_json::to_value(plan)
+            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?,
+        items: Default::default(),
+        total: Some(plan.layout.rows as i64),
+        content_type: format!("text/csv; charset={}", asked.encoding.name()),
+        run_here: !asked.background,
+        details,
+    })
+}
+
+/// An upload: the form checked, a bundle opened, the file checked and sealed, the request
+/// enqueued; answered 202 (background) or run here.
+async fn upload(
+    idempotency_key: Option<String>,
+    received: Received,
+    caller: Caller,
+    state: &AppState,
+) -> Result<Response> {
+    let dir = intake::work_dir(&state.settings.data_dir);
+    let mut cleanup = Cleanup {
+        files: received.file.iter().map(|(p, _)| p.clone()).collect(),
+        dirs: Vec::new(),
+        stored: Vec::new(),
+        store: state.files.clone(),
+    };
+    let asked = asked(idempotency_key.as_deref(), &received, state)?;
+    let opened = if crate::uploader::bundle::is_zip(&asked.src) {
+        Some(
+            open_bundle(
+                state,
+                &caller,
+                &asked.entity,
+                &asked.src,
+                &asked.file_name,
+                asked.campaign_id,
+                &mut cleanup,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let csv_path = opened.as_ref().map_or(asked.src.clone(), |o| o.csv.clone());
+    let utf8 = dir.join(format!(
+        "{}.utf8.csv",
+        hex::encode(rand::random::<[u8; 12]>())
+    ));
+    cleanup.files.push(utf8.clone());
+    let (layout, sealed) = check_file(csv_path, &utf8, &asked).await?;
+    let mode = asked.mode;
     let plan = Plan {
-        entity: entity.clone(),
-        encoding: encoding.name().to_string(),
+        entity: asked.name.clone(),
+        encoding: asked.encoding.name().to_string(),
         layout,
         utf8_path: utf8.clone(),
-        file_name,
+        file_name: asked.file_name.clone(),
         bundle: opened.as_ref().map(|o| o.state.clone()),
         sealed,
         mode,
@@ -497,27 +572,16 @@ async fn upload(
     };
     // Every server finds the working copy of a background upload from here on (the 202 comes
     // after); a synchronous one runs here only.
-    if background {
+    if asked.background {
         crate::uploader::keep::publish_working_copy(&state.jobs, &plan).await?;
     }
-    let new = NewRequest {
-        user_id: caller.id,
-        name: "uploader".into(),
-        kind: if background {
-            KindId::Upload
-        } else {
-            KindId::UploadHere
-        },
-        entity,
-        params: serde_json::to_value(&plan)
-            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?,
-        items: Default::default(),
-        total: Some(plan.layout.rows as i64),
-        content_type: format!("text/csv; charset={}", encoding.name()),
-        run_here: !background,
-        details: opened.map(|o| o.notes).unwrap_or_default(),
-    };
-    let rid = match state.jobs.enqueue(new, key.as_deref()).await? {
+    let new = upload_request(
+        &caller,
+        &asked,
+        &plan,
+        opened.map(|o| o.notes).unwrap_or_default(),
+    )?;
+    let rid = match state.jobs.enqueue(new, asked.key.as_deref()).await? {
         Ok(rid) => rid,
         Err(reply) => {
             // A retry answered as the first request did: its own working copy is not used.
@@ -531,12 +595,13 @@ async fn upload(
     // The working copy and stored files now belong to the request.
     cleanup.files.retain(|p| p != &utf8);
     cleanup.stored.clear();
-    if background {
+    if asked.background {
         return Ok(json_response(
             StatusCode::ACCEPTED,
             &json!({"request": rid}),
         ));
     }
+    let (show_progress, get_content) = (asked.show_progress, asked.get_content);
     synchronous(state, &caller, &rid, &plan, show_progress, get_content).await
 }
 

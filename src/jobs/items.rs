@@ -11,7 +11,7 @@ use crate::engine::batch::{Applied, Guard, Objects, item_call};
 use crate::engine::prepare::Prepared;
 use crate::engine::retry::Retry;
 use crate::engine::whole::{Mode, settle};
-use crate::engine::{Call, CallError, Caller, Op, outcome_text};
+use crate::engine::{Call, CallError, Caller, Op, Outcome, outcome_text};
 use crate::schema::Role;
 use crate::storage::StorageError;
 use crate::storage::request_log::{self, ResultRow};
@@ -207,7 +207,6 @@ impl Items {
         mode: Mode,
         stop: &watch::Receiver<bool>,
     ) -> Result<WholeEnd, StorageError> {
-        let d = jobs.storage.dialect();
         let rid = req.rid.as_str();
         let rows =
             request_log::next_items(jobs.storage.as_ref(), rid, 0, i64::from(i32::MAX)).await?;
@@ -220,107 +219,141 @@ impl Items {
         let prepared = jobs.engine.prepare_chunk(who, calls).await;
         let _lease = jobs.keep_lease(req);
         let mut retry = Retry::new("whole background request");
+        let whole = Whole {
+            jobs,
+            req,
+            who,
+            mode,
+            prepared: &prepared,
+            ops: &ops,
+        };
         loop {
-            let attempt = async {
-                let mut tx = jobs.storage.begin().await?;
-                let mut outcomes = Vec::with_capacity(prepared.len());
-                for part in prepared.chunks(CHUNK_ITEMS as usize) {
-                    if *stop.borrow() {
-                        tx.rollback().await?;
-                        return Ok(WholeEnd::Stopped);
-                    }
-                    if jobs.cancel_requested_in(tx.as_mut(), rid).await? {
-                        tx.rollback().await?;
-                        return Ok(WholeEnd::Cancelled);
-                    }
-                    match jobs
-                        .engine
-                        .execute_chunk(tx.as_mut(), who, part, true, Some(&req.recorder()))
-                        .await
-                    {
-                        Ok(o) => outcomes.extend(o),
-                        Err(e) => {
-                            let _ = tx.rollback().await;
-                            return Err(e);
-                        }
-                    }
-                }
-                let applies = mode.applies(outcomes.iter().any(|o| o.is_err()));
-                if !applies {
-                    tx.rollback().await?;
-                    tx = jobs.storage.begin().await?;
-                }
-                let raw = applies.then(|| outcomes.clone());
-                let first = settle(mode, &ops, &mut outcomes, "item");
-                if mode.dry_run {
-                    for (p, o) in prepared.iter().zip(outcomes.iter_mut()) {
-                        if let Ok(p) = p
-                            && p.op == Op::Save
-                        {
-                            jobs.engine.unborn_in_dry_run(p, o).await;
-                        }
-                    }
-                }
-                let summary = match (mode.dry_run, first) {
-                    (true, _) => "dry run: nothing was applied".to_string(),
-                    (false, Some(n)) => {
-                        format!("all or nothing: item {n} failed, so nothing was applied")
-                    }
-                    (false, None) => "all or nothing: every item was applied".to_string(),
-                };
-                let results = outcomes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, o)| {
-                        let (status, body) = outcome_text(o);
-                        ResultRow {
-                            seq: i as i64,
-                            status: i64::from(status),
-                            body,
-                        }
-                    })
-                    .collect();
-                let recorded = async {
-                    request_log::insert_results(tx.as_mut(), d, rid, results).await?;
-                    if !jobs
-                        .advance(tx.as_mut(), req, outcomes.len() as i64, None)
-                        .await?
-                    {
-                        return Ok(false);
-                    }
-                    add_detail(tx.as_mut(), d, rid, &summary).await?;
-                    Ok(true)
-                }
-                .await;
-                match recorded {
-                    Ok(true) => {
-                        tx.commit().await?;
-                        if let Some(raw) = raw {
-                            jobs.engine.after_chunk(&prepared, &raw);
-                        }
-                        Ok(WholeEnd::Recorded)
-                    }
-                    Ok(false) => {
-                        let _ = tx.rollback().await;
-                        tracing::warn!(
-                            rid,
-                            "lost the lease of a background request; another worker has it"
-                        );
-                        Ok(WholeEnd::Stopped)
-                    }
-                    Err(e) => {
-                        let _ = tx.rollback().await;
-                        Err(e)
-                    }
-                }
-            }
-            .await;
-            match attempt {
+            match whole.attempt(stop).await {
                 Ok(end) => return Ok(end),
                 Err(e) if retry.again(&e).await => continue,
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// A dry run or an all-or-nothing request, its calls prepared (see [`Items::run_whole`]).
+struct Whole<'a> {
+    jobs: &'a Jobs,
+    req: &'a Request,
+    who: &'a Caller,
+    mode: Mode,
+    prepared: &'a [Result<Prepared, CallError>],
+    /// The operation of each call, where it was read.
+    ops: &'a [Option<Op>],
+}
+
+impl Whole<'_> {
+    /// One attempt: every chunk in one transaction, then the effects kept or rolled back, and
+    /// the results, the progress and a details line recorded.
+    async fn attempt(&self, stop: &watch::Receiver<bool>) -> Result<WholeEnd, StorageError> {
+        let (jobs, req, mode) = (self.jobs, self.req, self.mode);
+        let d = jobs.storage.dialect();
+        let rid = req.rid.as_str();
+        let mut tx = jobs.storage.begin().await?;
+        let mut outcomes = Vec::with_capacity(self.prepared.len());
+        for part in self.prepared.chunks(CHUNK_ITEMS as usize) {
+            if *stop.borrow() {
+                tx.rollback().await?;
+                return Ok(WholeEnd::Stopped);
+            }
+            if jobs.cancel_requested_in(tx.as_mut(), rid).await? {
+                tx.rollback().await?;
+                return Ok(WholeEnd::Cancelled);
+            }
+            match jobs
+                .engine
+                .execute_chunk(tx.as_mut(), self.who, part, true, Some(&req.recorder()))
+                .await
+            {
+                Ok(o) => outcomes.extend(o),
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    return Err(e);
+                }
+            }
+        }
+        let applies = mode.applies(outcomes.iter().any(|o| o.is_err()));
+        if !applies {
+            tx.rollback().await?;
+            tx = jobs.storage.begin().await?;
+        }
+        let raw = applies.then(|| outcomes.clone());
+        let (summary, results) = self.results(&mut outcomes).await;
+        let recorded = async {
+            request_log::insert_results(tx.as_mut(), d, rid, results).await?;
+            if !jobs
+                .advance(tx.as_mut(), req, outcomes.len() as i64, None)
+                .await?
+            {
+                return Ok(false);
+            }
+            add_detail(tx.as_mut(), d, rid, &summary).await?;
+            Ok(true)
+        }
+        .await;
+        match recorded {
+            Ok(true) => {
+                tx.commit().await?;
+                if let Some(raw) = raw {
+                    jobs.engine.after_chunk(self.prepared, &raw);
+                }
+                Ok(WholeEnd::Recorded)
+            }
+            Ok(false) => {
+                let _ = tx.rollback().await;
+                tracing::warn!(
+                    rid,
+                    "lost the lease of a background request; another worker has it"
+                );
+                Ok(WholeEnd::Stopped)
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The outcomes settled as the mode shows them (a dry run's saves told as creates where
+    /// they would create), with the details line that sums them up and the result rows.
+    async fn results(&self, outcomes: &mut [Outcome]) -> (String, Vec<ResultRow>) {
+        let mode = self.mode;
+        let first = settle(mode, self.ops, outcomes, "item");
+        if mode.dry_run {
+            for (p, o) in self.prepared.iter().zip(outcomes.iter_mut()) {
+                if let Ok(p) = p
+                    && p.op == Op::Save
+                {
+                    self.jobs.engine.unborn_in_dry_run(p, o).await;
+                }
+            }
+        }
+        let summary = match (mode.dry_run, first) {
+            (true, _) => "dry run: nothing was applied".to_string(),
+            (false, Some(n)) => {
+                format!("all or nothing: item {n} failed, so nothing was applied")
+            }
+            (false, None) => "all or nothing: every item was applied".to_string(),
+        };
+        let results = outcomes
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let (status, body) = outcome_text(o);
+                ResultRow {
+                    seq: i as i64,
+                    status: i64::from(status),
+                    body,
+                }
+            })
+            .collect();
+        (summary, results)
     }
 }
 

@@ -98,9 +98,13 @@ impl Jobs {
     pub fn notify(&self) {
         self.wake.notify_one();
     }
-}
 
-/// Seconds since the Unix epoch.
-pub fn unix_now() -> i64 {
-    chrono::Utc::now().timestamp()
+    /// The queue read now: requests not expired, counted per kind and status name.
+    pub async fn depth(&self) -> Result<Vec<(String, String, i64)>, crate::storage::StorageError> {
+        let depth = crate::storage::requests::depth(self.storage.as_ref()).await?;
+        Ok(depth
+            .into_iter()
+            .map(|(kind, status, n)| (kind, status_name(status).to_string(), n))
+            .collect())
+    }
 }

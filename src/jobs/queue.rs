@@ -1,11 +1,13 @@
 //! Enqueueing, claiming and leasing background requests, the details log, and idempotency keys.
 
 use super::kinds::KindId;
-use super::{IN_PROGRESS, Jobs, LEASE_SECS, unix_now};
+use super::{IN_PROGRESS, Jobs, LEASE_SECS};
+use crate::item_texts::ItemTexts;
 use crate::storage::idempotency::{self, ReplyRow};
 use crate::storage::request_log;
 use crate::storage::requests::{self, Claim, NewRequestRow};
-use crate::storage::{Dialect, Exec, Result};
+use crate::storage::{Dialect, Exec, PoolExec, Result};
+use crate::time::unix_now;
 use serde_json::Value as Json;
 
 /// What a new background request is.
@@ -28,66 +30,6 @@ pub struct NewRequest {
     pub run_here: bool,
     /// Details entries to log after the acceptance (e.g. ZIP extraction).
     pub details: Vec<String>,
-}
-
-/// The JSON texts of a request's items, held in one buffer: a batch of 100,000 items is a
-/// few allocations, not a tree of values per item. The buffer may be the request body itself,
-/// the items being where the array holds them. Items are stored as these texts.
-#[derive(Debug, Clone, Default)]
-pub struct ItemTexts {
-    text: String,
-    /// Where each item's text starts and ends in `text`.
-    spans: Vec<(usize, usize)>,
-}
-
-impl ItemTexts {
-    /// The items of `text` at `spans` (each a `char` boundary pair within `text`).
-    pub fn in_text(text: String, spans: Vec<(usize, usize)>) -> ItemTexts {
-        ItemTexts { text, spans }
-    }
-
-    /// The texts of `values`.
-    pub fn of_values(values: &[Json]) -> ItemTexts {
-        let mut out = ItemTexts::default();
-        for v in values {
-            out.push_value(v);
-        }
-        out
-    }
-
-    /// Appends the text of one item.
-    pub fn push(&mut self, text: &str) {
-        let start = self.text.len();
-        self.text.push_str(text);
-        self.spans.push((start, self.text.len()));
-    }
-
-    /// Appends the text of `v`.
-    pub fn push_value(&mut self, v: &Json) {
-        use std::fmt::Write;
-        let start = self.text.len();
-        let _ = write!(self.text, "{v}");
-        self.spans.push((start, self.text.len()));
-    }
-
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
-    /// The text of item `i`.
-    pub fn get(&self, i: usize) -> &str {
-        let (start, end) = self.spans[i];
-        &self.text[start..end]
-    }
-
-    /// The texts in order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        (0..self.len()).map(|i| self.get(i))
-    }
 }
 
 /// A stored reply for an idempotency key.
@@ -185,6 +127,26 @@ impl Jobs {
             self.notify();
         }
         Ok(Ok(rid))
+    }
+
+    /// [`Jobs::idempotent_reply`] read on the pool, outside any transaction.
+    pub async fn idempotent_reply_on_pool(&self, user_id: i64, key: &str) -> Result<Option<Reply>> {
+        let mut pool = PoolExec(self.storage.as_ref());
+        self.idempotent_reply(&mut pool, user_id, key).await
+    }
+
+    /// [`Jobs::remember_reply`] written on the pool, outside any transaction.
+    pub async fn remember_reply_on_pool(
+        &self,
+        user_id: i64,
+        key: &str,
+        status: u16,
+        body: &str,
+        content_type: &str,
+    ) -> Result<()> {
+        let mut pool = PoolExec(self.storage.as_ref());
+        self.remember_reply(&mut pool, user_id, key, status, body, content_type)
+            .await
     }
 
     /// The reply stored for `key` of `user_id` within the last 24 hours.

@@ -3,11 +3,12 @@
 
 use super::queue::add_detail;
 use super::record::Request;
-use super::{FINISHED, IN_PROGRESS, Jobs, unix_now};
+use super::{FINISHED, IN_PROGRESS, Jobs};
 use crate::engine::Caller;
 use crate::storage::request_log;
 use crate::storage::requests::{self, End, Progress};
 use crate::storage::{Exec, StorageError};
+use crate::time::unix_now;
 use std::time::Duration;
 use tokio::sync::watch;
 use tracing::Instrument;

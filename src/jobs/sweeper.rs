@@ -3,8 +3,9 @@
 //! the kinds, scratch files that no request owns (left by a crash or a refused upload) once
 //! they are older than [`SCRATCH_GRACE`].
 
-use super::{Jobs, unix_now};
+use super::Jobs;
 use crate::storage::{idempotency, requests};
+use crate::time::unix_now;
 use std::time::Duration;
 use tokio::sync::watch;
 

@@ -1,5 +1,5 @@
 //! The fixed routes' part of the document: written by poem-openapi from the handlers' types
-//! ([`crate::http::api`]) as OpenAPI 3.0, converted once to 3.1 here. Also the schemas and
+//! (`http::api`) as OpenAPI 3.0, converted once to 3.1 here. Also the schemas and
 //! error responses the entities' routes share with it.
 
 use super::{json_content, reference};
@@ -45,9 +45,10 @@ impl ToJSON for Users {
     }
 }
 
-/// The fixed routes' paths, schemas, security schemes and tags, in OpenAPI 3.1 form.
-pub fn fixed_part() -> Json {
-    let mut doc = crate::http::api::spec();
+/// The fixed routes' paths, schemas, security schemes and tags, in OpenAPI 3.1 form, from
+/// `doc`, the OpenAPI 3.0 document poem-openapi writes for their handlers (`http::api::spec`,
+/// which the app passes in: the routes sit above the document they are described in).
+pub fn fixed_part(mut doc: Json) -> Json {
     to_3_1(&mut doc);
     let schemas = doc["components"]["schemas"].clone();
     let paths = doc["paths"].as_object_mut().expect("a document has paths");

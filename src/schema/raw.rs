@@ -223,38 +223,27 @@ fn read_plugins(v: Option<&Yaml>, sink: &mut Sink) -> Vec<PluginRef> {
     out
 }
 
+/// One field's mapping, read one key family at a time: its name and shape, the flags, the
+/// type (with `values` and `entity`), `max_length`, `write`, `default`, `renamed_from` and
+/// `description`.
 fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
-    let at = |k: &'static str| -> [String; 3] { ["fields".into(), name.into(), k.into()] };
-    let push = |sink: &mut Sink, k: &'static str, msg: String| {
-        let p = at(k);
-        sink.push(&[p[0].as_str(), p[1].as_str(), p[2].as_str()], msg)
-    };
-    if !is_identifier(name) {
-        push(
-            sink,
-            "",
-            format!(
-                "field name `{name}` must be lowercase letters, digits and `_`, starting with a letter"
-            ),
-        );
-    }
-    if RESERVED_FIELDS.contains(&name) {
-        push(sink, "", format!("field name `{name}` is reserved"));
-    }
+    check_field_name(name, sink);
     let empty = Mapping::new();
     let m: &Mapping = match v {
         Yaml::Mapping(m) => m,
         Yaml::String(_) => {
-            push(
+            push_field(
                 sink,
+                name,
                 "",
                 format!("field `{name}` must be a mapping such as {{ type: string }}"),
             );
             &empty
         }
         _ => {
-            push(
+            push_field(
                 sink,
+                name,
                 "",
                 format!("field `{name}` must be a mapping such as {{ type: string }}"),
             );
@@ -268,138 +257,22 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
             sink.push(&["fields", name, k], msg);
         }
     }
-    let flag = |sink: &mut Sink, key: &'static str| match m.get(key) {
-        None => false,
-        Some(Yaml::Bool(b)) => *b,
-        Some(_) => {
-            push(
-                sink,
-                key,
-                format!("field `{name}`: `{key}` must be true or false"),
-            );
-            false
-        }
-    };
-    let required = flag(sink, "required");
-    let unique = flag(sink, "unique");
-    let index = flag(sink, "index");
-    let secret = flag(sink, "secret");
-    let ty = match m.get("type").and_then(Yaml::as_str) {
-        None => {
-            push(sink, "type", format!("field `{name}`: missing `type`"));
-            return None;
-        }
-        Some("string") => FieldType::String,
-        Some("text") => FieldType::Text,
-        Some("integer") => FieldType::Integer,
-        Some("decimal") => FieldType::Decimal,
-        Some("boolean") => FieldType::Boolean,
-        Some("date") => FieldType::Date,
-        Some("datetime") => FieldType::Datetime,
-        Some("enum") => {
-            let values: Vec<String> = m
-                .get("values")
-                .and_then(Yaml::as_sequence)
-                .map(|s| s.iter().filter_map(yaml_scalar_string).collect())
-                .unwrap_or_default();
-            if values.is_empty() {
-                push(
-                    sink,
-                    "values",
-                    format!("field `{name}`: an enum needs a non-empty list `values`"),
-                );
-            }
-            FieldType::Enum(values)
-        }
-        Some("reference") => match m.get("entity").and_then(Yaml::as_str) {
-            Some(e) => FieldType::Reference(e.to_string()),
-            None => {
-                push(
-                    sink,
-                    "entity",
-                    format!("field `{name}`: a reference needs `entity: <entity name>`"),
-                );
-                FieldType::Reference(String::new())
-            }
-        },
-        Some(other) => {
-            let types: Vec<&str> = TYPES.iter().map(|(t, _)| *t).collect();
-            let message = format!("field `{name}`: unknown type `{other}`");
-            let message = match format::nearest(other, types.iter().copied()) {
-                Some(t) => format!("{message}: did you mean `{t}`?"),
-                None => format!("{message} ({})", types.join(", ")),
-            };
-            push(sink, "type", message);
-            return None;
-        }
-    };
-    if m.contains_key("values") && !matches!(ty, FieldType::Enum(_)) {
-        push(
-            sink,
-            "values",
-            format!("field `{name}`: `values` only applies to enums"),
-        );
-    }
-    if m.contains_key("entity") && !matches!(ty, FieldType::Reference(_)) {
-        push(
-            sink,
-            "entity",
-            format!("field `{name}`: `entity` only applies to references"),
-        );
-    }
-    let max_length = match m.get("max_length") {
-        None => None,
-        Some(v) => match v.as_u64() {
-            Some(n) if n > 0 && matches!(ty, FieldType::String | FieldType::Text) => Some(n),
-            Some(_) if !matches!(ty, FieldType::String | FieldType::Text) => {
-                push(
-                    sink,
-                    "max_length",
-                    format!("field `{name}`: `max_length` only applies to string and text"),
-                );
-                None
-            }
-            _ => {
-                push(
-                    sink,
-                    "max_length",
-                    format!("field `{name}`: `max_length` must be a positive integer"),
-                );
-                None
-            }
-        },
-    };
-    let write_role = match m.get("write") {
-        None => None,
-        Some(v) => match v.as_str().and_then(Role::parse) {
-            Some(r) => Some(r),
-            None => {
-                push(
-                    sink,
-                    "write",
-                    format!("field `{name}`: `write` must be `user` or `admin`"),
-                );
-                None
-            }
-        },
-    };
+    let required = field_flag(name, m, "required", sink);
+    let unique = field_flag(name, m, "unique", sink);
+    let index = field_flag(name, m, "index", sink);
+    let secret = field_flag(name, m, "secret", sink);
+    let ty = read_field_type(name, m, sink)?;
+    let max_length = read_max_length(name, m, &ty, sink);
+    let write_role = read_write_role(name, m, sink);
     if secret && !matches!(ty, FieldType::String) {
-        push(
+        push_field(
             sink,
+            name,
             "secret",
             format!("field `{name}`: only string fields can be secret"),
         );
     }
-    let default = match m.get("default") {
-        None | Some(Yaml::Null) => None,
-        Some(v) => match super::compile::default_value(&ty, v) {
-            Ok(j) => Some(j),
-            Err(msg) => {
-                push(sink, "default", format!("field `{name}`: default {msg}"));
-                None
-            }
-        },
-    };
+    let default = read_default(name, m, &ty, sink);
     let renamed_from = read_renamed_from(
         m.get("renamed_from"),
         &["fields", name, "renamed_from"],
@@ -423,6 +296,184 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
         renamed_from,
         line: 0,
     })
+}
+
+/// A problem of field `name`'s key `key` (`""`: of the field itself).
+fn push_field(sink: &mut Sink, name: &str, key: &str, msg: String) {
+    sink.push(&["fields", name, key], msg)
+}
+
+/// A field's name: an identifier, and not one the server keeps for itself.
+fn check_field_name(name: &str, sink: &mut Sink) {
+    if !is_identifier(name) {
+        push_field(
+            sink,
+            name,
+            "",
+            format!(
+                "field name `{name}` must be lowercase letters, digits and `_`, starting with a letter"
+            ),
+        );
+    }
+    if RESERVED_FIELDS.contains(&name) {
+        push_field(sink, name, "", format!("field name `{name}` is reserved"));
+    }
+}
+
+/// A true-or-false key of a field (`required`, `unique`, `index`, `secret`); false when absent.
+fn field_flag(name: &str, m: &Mapping, key: &'static str, sink: &mut Sink) -> bool {
+    match m.get(key) {
+        None => false,
+        Some(Yaml::Bool(b)) => *b,
+        Some(_) => {
+            push_field(
+                sink,
+                name,
+                key,
+                format!("field `{name}`: `{key}` must be true or false"),
+            );
+            false
+        }
+    }
+}
+
+/// `type`, with the `values` of an enum and the `entity` of a reference; `None` when the
+/// field has no type to compile.
+fn read_field_type(name: &str, m: &Mapping, sink: &mut Sink) -> Option<FieldType> {
+    let ty = match m.get("type").and_then(Yaml::as_str) {
+        None => {
+            push_field(
+                sink,
+                name,
+                "type",
+                format!("field `{name}`: missing `type`"),
+            );
+            return None;
+        }
+        Some("string") => FieldType::String,
+        Some("text") => FieldType::Text,
+        Some("integer") => FieldType::Integer,
+        Some("decimal") => FieldType::Decimal,
+        Some("boolean") => FieldType::Boolean,
+        Some("date") => FieldType::Date,
+        Some("datetime") => FieldType::Datetime,
+        Some("enum") => {
+            let values: Vec<String> = m
+                .get("values")
+                .and_then(Yaml::as_sequence)
+                .map(|s| s.iter().filter_map(yaml_scalar_string).collect())
+                .unwrap_or_default();
+            if values.is_empty() {
+                push_field(
+                    sink,
+                    name,
+                    "values",
+                    format!("field `{name}`: an enum needs a non-empty list `values`"),
+                );
+            }
+            FieldType::Enum(values)
+        }
+        Some("reference") => match m.get("entity").and_then(Yaml::as_str) {
+            Some(e) => FieldType::Reference(e.to_string()),
+            None => {
+                push_field(
+                    sink,
+                    name,
+                    "entity",
+                    format!("field `{name}`: a reference needs `entity: <entity name>`"),
+                );
+                FieldType::Reference(String::new())
+            }
+        },
+        Some(other) => {
+            let types: Vec<&str> = TYPES.iter().map(|(t, _)| *t).collect();
+            let message = format!("field `{name}`: unknown type `{other}`");
+            let message = match format::nearest(other, types.iter().copied()) {
+                Some(t) => format!("{message}: did you mean `{t}`?"),
+                None => format!("{message} ({})", types.join(", ")),
+            };
+            push_field(sink, name, "type", message);
+            return None;
+        }
+    };
+    if m.contains_key("values") && !matches!(ty, FieldType::Enum(_)) {
+        push_field(
+            sink,
+            name,
+            "values",
+            format!("field `{name}`: `values` only applies to enums"),
+        );
+    }
+    if m.contains_key("entity") && !matches!(ty, FieldType::Reference(_)) {
+        push_field(
+            sink,
+            name,
+            "entity",
+            format!("field `{name}`: `entity` only applies to references"),
+        );
+    }
+    Some(ty)
+}
+
+/// `max_length`: a positive integer, of a string or text field only.
+fn read_max_length(name: &str, m: &Mapping, ty: &FieldType, sink: &mut Sink) -> Option<u64> {
+    let v = m.get("max_length")?;
+    let textual = matches!(ty, FieldType::String | FieldType::Text);
+    match v.as_u64() {
+        Some(n) if n > 0 && textual => Some(n),
+        Some(_) if !textual => {
+            push_field(
+                sink,
+                name,
+                "max_length",
+                format!("field `{name}`: `max_length` only applies to string and text"),
+            );
+            None
+        }
+        _ => {
+            push_field(
+                sink,
+                name,
+                "max_length",
+                format!("field `{name}`: `max_length` must be a positive integer"),
+            );
+            None
+        }
+    }
+}
+
+/// `write`: the role a caller needs to set the field.
+fn read_write_role(name: &str, m: &Mapping, sink: &mut Sink) -> Option<Role> {
+    let v = m.get("write")?;
+    let role = v.as_str().and_then(Role::parse);
+    if role.is_none() {
+        push_field(
+            sink,
+            name,
+            "write",
+            format!("field `{name}`: `write` must be `user` or `admin`"),
+        );
+    }
+    role
+}
+
+/// `default`: a value of the field's type (`null` is none).
+fn read_default(name: &str, m: &Mapping, ty: &FieldType, sink: &mut Sink) -> Option<Json> {
+    match m.get("default") {
+        None | Some(Yaml::Null) => None,
+        Some(v) => match super::compile::default_value(ty, v) {
+            Ok(j) => Some(j),
+            Err(msg) => {
+                push_field(
+                    sink,
+                    name,
+                    "default",
+                    format!("field `{name}`: default {msg}"),
+                );
+                None
+            }
+        },
+    }
 }
 
 /// `key: <field>` or `key: [<field>, ...]`: fields of this entity, each once, none secret.

@@ -370,66 +370,12 @@ pub async fn insert_many(
     } else {
         (d.quote("id"), vec![crate::schema::ColType::Int])
     };
+    let whole_rows = full && echo.is_none();
     let mut out = if arrays {
         let (insert, params) = unnest_insert(d, e, &cols, args, width);
-        let gathered = types.iter().all(|t| *t != crate::schema::ColType::Decimal);
-        if gathered {
-            // The rows in one row of arrays: decoding a row per created object cost more
-            // than sending the statement.
-            let columns_out: Vec<String> = if full && echo.is_none() {
-                e.columns().map(|c| d.quote(c)).collect()
-            } else {
-                vec![d.quote("id")]
-            };
-            let aggs: Vec<String> = columns_out
-                .iter()
-                .map(|c| format!("array_agg({c})"))
-                .collect();
-            let sql = format!(
-                "WITH ins AS ({insert} RETURNING {returning}) SELECT {} FROM ins",
-                aggs.join(", ")
-            );
-            ex.fetch_columns(&sql, &params, &types, Returned::Gathered)
-                .await?
-        } else {
-            let sql = format!("{insert} RETURNING {returning}");
-            ex.fetch_columns(&sql, &params, &types, Returned::Rows)
-                .await?
-        }
+        fetch_unnested(ex, d, e, &insert, &params, whole_rows, &returning, &types).await?
     } else if ex.numbers_inserts() {
-        // The backend knows the ids without a RETURNING clause, which on SQLite keeps every
-        // returned row in a temporary table first; whole rows are read back by their ids.
-        let sql = format!(
-            "INSERT INTO {} ({}) VALUES {}",
-            d.quote(&e.name),
-            cols.join(", "),
-            d.value_groups(width, rows, 1),
-        );
-        let ids = ex.insert_numbered(&sql, args).await?;
-        match (full, ids.first(), ids.last()) {
-            (true, Some(first), Some(last)) => {
-                let id = d.quote("id");
-                let sql = format!(
-                    "SELECT {returning} FROM {} WHERE {id} BETWEEN {} AND {} ORDER BY {id}",
-                    d.quote(&e.name),
-                    d.ph(1),
-                    d.ph(2),
-                );
-                let read = ex
-                    .fetch(&sql, &[Value::int(*first), Value::int(*last)], &types)
-                    .await?;
-                if read.len() != ids.len() {
-                    return Err(StorageError::Database(format!(
-                        "inserted {} rows into {} but read back {}",
-                        ids.len(),
-                        e.name,
-                        read.len()
-                    )));
-                }
-                read
-            }
-            _ => ids.into_iter().map(|id| vec![Value::int(id)]).collect(),
-        }
+        insert_numbered(ex, d, e, &cols, args, full, &returning, &types).await?
     } else {
         let sql = format!(
             "{} RETURNING {returning}",
@@ -454,6 +400,96 @@ pub async fn insert_many(
         }
     }
     Ok(out)
+}
+
+/// Runs an `UNNEST` insert (see [`unnest_insert`]) with `params`, returning `returning` of
+/// each row (`whole_rows`: every column; otherwise the id).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of one insert of insert_many, named"
+)]
+async fn fetch_unnested(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    insert: &str,
+    params: &[Column<'_>],
+    whole_rows: bool,
+    returning: &str,
+    types: &[ColType],
+) -> Result<Vec<Row>> {
+    let gathered = types.iter().all(|t| *t != crate::schema::ColType::Decimal);
+    if !gathered {
+        let sql = format!("{insert} RETURNING {returning}");
+        return ex.fetch_columns(&sql, params, types, Returned::Rows).await;
+    }
+    // The rows in one row of arrays: decoding a row per created object cost more than
+    // sending the statement.
+    let columns_out: Vec<String> = if whole_rows {
+        e.columns().map(|c| d.quote(c)).collect()
+    } else {
+        vec![d.quote("id")]
+    };
+    let aggs: Vec<String> = columns_out
+        .iter()
+        .map(|c| format!("array_agg({c})"))
+        .collect();
+    let sql = format!(
+        "WITH ins AS ({insert} RETURNING {returning}) SELECT {} FROM ins",
+        aggs.join(", ")
+    );
+    ex.fetch_columns(&sql, params, types, Returned::Gathered)
+        .await
+}
+
+/// Inserts on a backend that knows the ids without a RETURNING clause, which on SQLite keeps
+/// every returned row in a temporary table first; whole rows (`full`) are read back by their
+/// ids.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of one insert of insert_many, named"
+)]
+async fn insert_numbered(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    cols: &[String],
+    args: &[&Value],
+    full: bool,
+    returning: &str,
+    types: &[ColType],
+) -> Result<Vec<Row>> {
+    let width = cols.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES {}",
+        d.quote(&e.name),
+        cols.join(", "),
+        d.value_groups(width, rows, 1),
+    );
+    let ids = ex.insert_numbered(&sql, args).await?;
+    let (true, Some(first), Some(last)) = (full, ids.first(), ids.last()) else {
+        return Ok(ids.into_iter().map(|id| vec![Value::int(id)]).collect());
+    };
+    let id = d.quote("id");
+    let sql = format!(
+        "SELECT {returning} FROM {} WHERE {id} BETWEEN {} AND {} ORDER BY {id}",
+        d.quote(&e.name),
+        d.ph(1),
+        d.ph(2),
+    );
+    let read = ex
+        .fetch(&sql, &[Value::int(*first), Value::int(*last)], types)
+        .await?;
+    if read.len() != ids.len() {
+        return Err(StorageError::Database(format!(
+            "inserted {} rows into {} but read back {}",
+            ids.len(),
+            e.name,
+            read.len()
+        )));
+    }
+    Ok(read)
 }
 
 /// `INSERT INTO e (columns) SELECT ... FROM UNNEST(...)` for the rows `args` (`width` values

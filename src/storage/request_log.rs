@@ -92,7 +92,7 @@ pub async fn insert_items(
     ex: &mut dyn Exec,
     d: Dialect,
     rid: &str,
-    items: &crate::jobs::queue::ItemTexts,
+    items: &crate::item_texts::ItemTexts,
 ) -> Result<()> {
     let cols = ["rid", "seq", "n", "item"];
     let starts: Vec<usize> = (0..items.len()).step_by(BLOCK).collect();
@@ -394,7 +394,7 @@ pub async fn details(s: &dyn Storage, rid: &str, since: i64, limit: i64) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::queue::ItemTexts;
+    use crate::item_texts::ItemTexts;
 
     fn text(rid: &str, seq: i64) -> String {
         format!("{{\"name\":\"{rid} {seq}\",\"note\":\"a\\nb: {seq}\"}}")

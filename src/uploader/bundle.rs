@@ -81,33 +81,7 @@ pub fn inspect<R: Read + Seek>(
             .map_err(|_| bad(format!("entry {} has an unreadable name", i + 1)))?
             .to_string();
         let shown: String = raw.chars().take(200).collect();
-        if raw.starts_with('/')
-            || raw.contains('\\')
-            || raw.contains('\0')
-            || raw.split('/').any(|s| s == ".." || s == ".")
-            || f.enclosed_name().is_none()
-        {
-            return Err(bad(format!(
-                "entry `{shown}` has an absolute or escaping path"
-            )));
-        }
-        if f.is_symlink() {
-            return Err(bad(format!("entry `{shown}` is a link")));
-        }
-        if f.encrypted() {
-            return Err(bad(format!(
-                "entry `{shown}` is encrypted; encrypted archives are not accepted"
-            )));
-        }
-        if !matches!(
-            f.compression(),
-            CompressionMethod::Stored | CompressionMethod::Deflated
-        ) {
-            return Err(bad(format!(
-                "entry `{shown}` uses an unsupported compression method ({}); use deflate",
-                f.compression()
-            )));
-        }
+        check_entry(&f, &raw, &shown)?;
         if !seen.insert(raw.to_ascii_lowercase()) {
             return Err(bad(format!("entry `{shown}` appears twice")));
         }
@@ -164,6 +138,43 @@ pub fn inspect<R: Read + Seek>(
             "it holds {n} CSV files; exactly one is accepted"
         ))),
     }
+}
+
+/// One entry's own rules: a relative path that stays inside, no link, no encryption, stored
+/// or deflated. `shown` is its name as messages quote it.
+fn check_entry<R: Read + ?Sized>(
+    f: &zip::read::ZipFile<'_, R>,
+    raw: &str,
+    shown: &str,
+) -> Result<(), UploadError> {
+    if raw.starts_with('/')
+        || raw.contains('\\')
+        || raw.contains('\0')
+        || raw.split('/').any(|s| s == ".." || s == ".")
+        || f.enclosed_name().is_none()
+    {
+        return Err(bad(format!(
+            "entry `{shown}` has an absolute or escaping path"
+        )));
+    }
+    if f.is_symlink() {
+        return Err(bad(format!("entry `{shown}` is a link")));
+    }
+    if f.encrypted() {
+        return Err(bad(format!(
+            "entry `{shown}` is encrypted; encrypted archives are not accepted"
+        )));
+    }
+    if !matches!(
+        f.compression(),
+        CompressionMethod::Stored | CompressionMethod::Deflated
+    ) {
+        return Err(bad(format!(
+            "entry `{shown}` uses an unsupported compression method ({}); use deflate",
+            f.compression()
+        )));
+    }
+    Ok(())
 }
 
 impl From<crate::files::OverBudget> for UploadError {

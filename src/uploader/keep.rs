@@ -17,8 +17,7 @@ use base64::Engine as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The folder of the file storage that holds uploads being run.
-pub const UPLOADS: &str = "uploads";
+use crate::files::UPLOADS;
 
 /// The storage key of the working copy of `plan`.
 pub fn working_key(plan: &Plan) -> Option<String> {

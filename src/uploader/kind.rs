@@ -78,7 +78,7 @@ impl JobKind for Upload {
         // SCRATCH_GRACE, even at start) and owned by no unfinished request go.
         let mut gone = 0;
         if jobs.files.is_shared() {
-            let uploads = jobs.files.child(super::keep::UPLOADS);
+            let uploads = jobs.files.child(crate::files::UPLOADS);
             let age = grace.max(crate::jobs::sweeper::SCRATCH_GRACE);
             let names: HashSet<String> = owned
                 .iter()

@@ -18,50 +18,7 @@ mod whole;
 
 use std::path::PathBuf;
 
-/// Why an upload was refused as a whole (nothing ran).
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("the file cannot be used: {0}")]
-    BadFile(String),
-    #[error("{0}")]
-    TooLarge(String),
-    #[error("{0}")]
-    UnknownEntity(String),
-    #[error("storage failure: {0}")]
-    Io(String),
-    /// The disk or the store is full.
-    #[error("out of space: {0}")]
-    Full(String),
-}
-
-impl From<std::io::Error> for UploadError {
-    fn from(e: std::io::Error) -> Self {
-        if crate::storage::is_out_of_space(&e) {
-            UploadError::Full(e.to_string())
-        } else {
-            UploadError::Io(e.to_string())
-        }
-    }
-}
-
-/// A CSV reader's or writer's failure: [`UploadError::Full`] when its I/O found the disk full.
-impl From<csv::Error> for UploadError {
-    fn from(e: csv::Error) -> Self {
-        UploadError::from(std::io::Error::from(e))
-    }
-}
-
-impl From<crate::files::FileError> for UploadError {
-    fn from(e: crate::files::FileError) -> Self {
-        if e.full {
-            UploadError::Full(e.to_string())
-        } else {
-            UploadError::Io(e.to_string())
-        }
-    }
-}
+pub use crate::plugins::UploadError;
 
 /// Everything a run needs to know about one upload; stored with a background request.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -109,9 +66,6 @@ impl Plan {
         format!("{}res.csv", self.file_name)
     }
 }
-
-/// The folder of the file storage that holds bundle files (`/media/files/...`).
-pub const MEDIA_FILES: &str = "media/files";
 
 /// The result file of request `rid` under the data directory (its place while it is
 /// written), and its key in the file storage, which is also its server-relative path.

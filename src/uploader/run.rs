@@ -95,14 +95,7 @@ pub async fn rows(
     if parts && req.cursor > 0 {
         keep::rebuild_result(jobs, &req.rid, &result_path, req.cursor).await?;
     }
-    let mut out = open_result(&plan, &result_path, &cols, req.cursor as u64)?;
-    let cursor = out.stream_position().map_err(io_err)? as i64;
-    // Bytes of the result file written but not yet committed as a part (the header).
-    let unsaved = if parts && req.cursor == 0 {
-        std::fs::read(&result_path).map_err(io_err)?
-    } else {
-        Vec::new()
-    };
+    let (out, cursor, unsaved) = reopen_result(&plan, &result_path, &cols, req, parts)?;
     let (tx_rows, rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
     let working_copy = keep::working_copy(jobs, &plan).await?;
     let reader = spawn_reader(
@@ -143,25 +136,7 @@ pub async fn rows(
         unsaved,
         parts,
     );
-    while let Some(next) = w.next(&mut stage).await? {
-        if *stop.borrow() {
-            return Ok(());
-        }
-        // Storage calls may complete without suspending; let other tasks run.
-        tokio::task::yield_now().await;
-        if let Some(why) = &refused {
-            w.not_run(&next.records, &format!("not run: {why}"))?;
-            continue;
-        }
-        if w.cancelled_at.is_some() {
-            w.not_run(&next.records, crate::jobs::NOT_RUN)?;
-            continue;
-        }
-        if w.run(&stage, next).await? == Step::LeaseLost {
-            return Ok(());
-        }
-    }
-    if w.lease_lost() {
+    if !run_all(&mut w, &mut stage, refused.as_deref(), stop).await? {
         return Ok(());
     }
     let cancelled_at = w.cancelled_at;
@@ -170,23 +145,95 @@ pub async fn rows(
     drop(out);
     keep::publish_result(jobs, &rel, &result_path).await?;
     let ctype = format!("text/csv; charset={}", encoding.name());
-    match (cancelled_at, &refused) {
-        (_, Some(why)) => {
-            let last = format!("refused: {why}");
-            jobs.close(req, crate::jobs::FINISHED, 400, &ctype, &rel, &last)
-                .await?
-        }
-        (None, None) => jobs.finish(req, 200, &ctype, &rel).await?,
-        (Some(ran), None) => {
-            let last = format!("cancelled: {ran} of {done} lines ran, the rest did not run");
-            jobs.close(req, crate::jobs::CANCELLED, 200, &ctype, &rel, &last)
-                .await?
-        }
-    }
+    close(
+        jobs,
+        req,
+        &ctype,
+        &rel,
+        cancelled_at,
+        refused.as_deref(),
+        done,
+    )
+    .await?;
     tracing::info!(rid = %req.rid, rows = done, elapsed_ms = started.elapsed().as_millis() as u64, "upload rows done");
     keep::drop_working_copy(jobs, &plan).await;
     keep::drop_local_result(jobs, &result_path).await;
     Ok(())
+}
+
+/// Runs (or writes as not run) every chunk the stage hands `w`. False when the run must stop
+/// here: stopped, or its lease lost.
+async fn run_all(
+    w: &mut Writer<'_>,
+    stage: &mut Stage,
+    refused: Option<&str>,
+    stop: &watch::Receiver<bool>,
+) -> Result<bool, StorageError> {
+    while let Some(next) = w.next(stage).await? {
+        if *stop.borrow() {
+            return Ok(false);
+        }
+        // Storage calls may complete without suspending; let other tasks run.
+        tokio::task::yield_now().await;
+        if let Some(why) = refused {
+            w.not_run(&next.records, &format!("not run: {why}"))?;
+            continue;
+        }
+        if w.cancelled_at.is_some() {
+            w.not_run(&next.records, crate::jobs::NOT_RUN)?;
+            continue;
+        }
+        if w.run(stage, next).await? == Step::LeaseLost {
+            return Ok(false);
+        }
+    }
+    Ok(!w.lease_lost())
+}
+
+/// Records how the run of `req` ended, its result file at `rel`: refused (a bundle's start
+/// failed), every line run, or cancelled after `cancelled_at` of `done` lines.
+async fn close(
+    jobs: &Jobs,
+    req: &Request,
+    ctype: &str,
+    rel: &str,
+    cancelled_at: Option<i64>,
+    refused: Option<&str>,
+    done: i64,
+) -> Result<(), StorageError> {
+    match (cancelled_at, refused) {
+        (_, Some(why)) => {
+            let last = format!("refused: {why}");
+            jobs.close(req, crate::jobs::FINISHED, 400, ctype, rel, &last)
+                .await
+        }
+        (None, None) => jobs.finish(req, 200, ctype, rel).await,
+        (Some(ran), None) => {
+            let last = format!("cancelled: {ran} of {done} lines ran, the rest did not run");
+            jobs.close(req, crate::jobs::CANCELLED, 200, ctype, rel, &last)
+                .await
+        }
+    }
+}
+
+/// Where the result file of `req` is written, reopened at its cursor: the file, the cursor,
+/// and the bytes written but not yet committed as a part (the header, when the result is
+/// kept in `parts`).
+fn reopen_result(
+    plan: &Plan,
+    result_path: &std::path::Path,
+    cols: &Columns,
+    req: &Request,
+    parts: bool,
+) -> Result<(std::fs::File, i64, Vec<u8>), StorageError> {
+    let mut out = open_result(plan, result_path, cols, req.cursor as u64)?;
+    let cursor = out.stream_position().map_err(io_err)? as i64;
+    let unsaved = if parts && req.cursor == 0 {
+        std::fs::read(result_path).map_err(io_err)?
+    } else {
+        Vec::new()
+    };
+    Ok((out, cursor, unsaved))
 }
 
 /// A bundle's plugins with their settings and their state from the plan.

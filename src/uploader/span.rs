@@ -224,18 +224,15 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    /// Runs a chunk in the open span (or a new one) and commits the span when it is full.
-    pub async fn run(&mut self, stage: &Stage, next: Next) -> Result<Step, StorageError> {
-        let Next { records, work } = next;
-        let Prepared {
-            kinds,
-            changed_cells,
-            prepared,
-            tails,
-        } = stage.work(work, &records).await?;
+    /// Executes `prepared` in the open span, or in a new span it opens. `None` when a row
+    /// broke a constraint and aborted the span (see [`crate::engine::Engine::continue_chunk`]).
+    async fn execute(
+        &mut self,
+        prepared: &[Result<crate::engine::prepare::Prepared, crate::engine::CallError>],
+    ) -> Result<Option<Vec<crate::engine::Outcome>>, StorageError> {
         let engine = &self.jobs.engine;
         let rec = self.req.recorder();
-        let ran = match &mut self.span {
+        match &mut self.span {
             None => {
                 // No savepoints unless a row of this chunk fails (see `Engine::begin_chunk`).
                 let mut guard = Guard::Optimistic;
@@ -244,7 +241,7 @@ impl<'a> Writer<'a> {
                 engine
                     .begin_chunk(
                         self.caller,
-                        &prepared,
+                        prepared,
                         Objects::Ids,
                         Some(&rec),
                         Some(&mut changes),
@@ -271,10 +268,22 @@ impl<'a> Writer<'a> {
                 let tx = span.tx.as_mut();
                 let changes = Some(&mut span.changes);
                 engine
-                    .continue_chunk(tx, self.caller, &prepared, Some(&rec), changes)
+                    .continue_chunk(tx, self.caller, prepared, Some(&rec), changes)
                     .await
             }
-        };
+        }
+    }
+
+    /// Runs a chunk in the open span (or a new one) and commits the span when it is full.
+    pub async fn run(&mut self, stage: &Stage, next: Next) -> Result<Step, StorageError> {
+        let Next { records, work } = next;
+        let Prepared {
+            kinds,
+            changed_cells,
+            prepared,
+            tails,
+        } = stage.work(work, &records).await?;
+        let ran = self.execute(&prepared).await;
         let outcomes = match ran {
             Ok(Some(outcomes)) => outcomes,
             Ok(None) => {

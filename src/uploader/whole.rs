@@ -250,6 +250,62 @@ impl Whole<'_> {
         Ok(Some(std::io::BufWriter::new(f)))
     }
 
+    /// Starts the bundle's plugins inside `tx` (logging their notes); why no row runs when
+    /// one refused.
+    async fn start_bundle(
+        &self,
+        tx: &mut dyn Tx,
+        run_plan: &mut Plan,
+    ) -> Result<Option<String>, StorageError> {
+        let jobs = self.jobs;
+        let (plugins, entity) = (self.bundles.plugins, self.entity);
+        let recorder = self.req.recorder();
+        match start_in(jobs, plugins, tx, self.caller, &recorder, entity, run_plan).await? {
+            Started::Ran(notes) => {
+                if !notes.is_empty() {
+                    add_details(tx, jobs.storage.dialect(), &self.req.rid, &notes).await?;
+                }
+                Ok(None)
+            }
+            Started::Refused(why) => Ok(Some(why)),
+        }
+    }
+
+    /// Notes in `pass` what the rows of lines `ran` came to: each failure, and the users
+    /// named by id or key; a dry run's saves are told as creates where they would create.
+    async fn note_outcomes(
+        &self,
+        pass: &mut Pass,
+        ran: impl Iterator<Item = i64>,
+        outcomes: &mut [Outcome],
+        prepared: &[Result<crate::engine::prepare::Prepared, CallError>],
+    ) {
+        let jobs = self.jobs;
+        for ((line, o), p) in ran.zip(outcomes.iter_mut()).zip(prepared) {
+            match o {
+                Err(e) => {
+                    pass.failures.insert(line, e.clone());
+                    pass.first_failed.get_or_insert(line);
+                }
+                Ok(_) if self.plan.mode.dry_run => {
+                    if let Ok(p) = p {
+                        jobs.engine.unborn_in_dry_run(p, o).await;
+                    }
+                }
+                Ok(obj) => {
+                    // A user named by id or by key (login): its id is in the outcome.
+                    if let Ok(p) = p
+                        && p.entity.name == "users"
+                        && p.op != crate::engine::Op::Create
+                        && let Some(id) = p.id.or_else(|| crate::engine::outcome_id(obj))
+                    {
+                        pass.users.push(id);
+                    }
+                }
+            }
+        }
+    }
+
     /// Runs every row inside `tx`, writing the result file and the progress lines as they
     /// would be. None when the run must stop.
     async fn first_pass(
@@ -264,25 +320,7 @@ impl Whole<'_> {
         let mut pass = Pass::default();
         let mut run_plan = plan.clone();
         if run_plan.bundle.is_some() {
-            let (plugins, entity) = (self.bundles.plugins, self.entity);
-            match start_in(
-                jobs,
-                plugins,
-                tx,
-                self.caller,
-                &self.req.recorder(),
-                entity,
-                &mut run_plan,
-            )
-            .await?
-            {
-                Started::Ran(notes) => {
-                    if !notes.is_empty() {
-                        add_details(tx, jobs.storage.dialect(), &self.req.rid, &notes).await?;
-                    }
-                }
-                Started::Refused(why) => pass.refused = Some(why),
-            }
+            pass.refused = self.start_bundle(tx, &mut run_plan).await?;
         }
         let hooks = hooks_of(self.bundles.plugins, self.entity, &run_plan);
         let (tx_rows, mut rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
@@ -333,29 +371,8 @@ impl Whole<'_> {
                 .iter()
                 .enumerate()
                 .filter_map(|(i, k)| k.map(|_| first_line + i as i64));
-            for ((line, o), p) in ran.zip(outcomes.iter_mut()).zip(&prepared) {
-                match o {
-                    Err(e) => {
-                        pass.failures.insert(line, e.clone());
-                        pass.first_failed.get_or_insert(line);
-                    }
-                    Ok(_) if plan.mode.dry_run => {
-                        if let Ok(p) = p {
-                            jobs.engine.unborn_in_dry_run(p, o).await;
-                        }
-                    }
-                    Ok(obj) => {
-                        // A user named by id or by key (login): its id is in the outcome.
-                        if let Ok(p) = p
-                            && p.entity.name == "users"
-                            && p.op != crate::engine::Op::Create
-                            && let Some(id) = p.id.or_else(|| crate::engine::outcome_id(obj))
-                        {
-                            pass.users.push(id);
-                        }
-                    }
-                }
-            }
+            self.note_outcomes(&mut pass, ran, &mut outcomes, &prepared)
+                .await;
             let chunk = Lines {
                 first_line,
                 records: &records,

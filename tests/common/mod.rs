@@ -4,6 +4,7 @@
 
 pub mod process;
 pub mod upload;
+pub mod zips;
 
 use entiserve::plugins::Registry;
 use entiserve::settings::Settings;
@@ -73,6 +74,66 @@ impl Drop for PgDb {
         })
         .join();
     }
+}
+
+/// The database URL of a server whose data directory is under `dir` (or of `db`).
+pub fn database_url(dir: &Path, db: &Option<PgDb>) -> String {
+    match db {
+        Some(d) => d.url.clone(),
+        None => format!("sqlite://{}", dir.join("data/entiserve.db").display()),
+    }
+}
+
+/// A fresh PostgreSQL database when `TEST_DATABASE_URL` names a server, else None (SQLite).
+pub async fn test_pg() -> Option<PgDb> {
+    match std::env::var("TEST_DATABASE_URL") {
+        Ok(u) if !u.is_empty() => Some(PgDb::create(&u).await),
+        _ => None,
+    }
+}
+
+/// How many objects of `entity` there are (`x-total-count`).
+pub async fn count(app: &TestApp, entity: &str) -> i64 {
+    let r = app
+        .admin(Method::GET, &format!("/{entity}?limit=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.headers()["x-total-count"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// How many campaigns, markers and assets there are: what a bundle upload makes.
+pub async fn bundle_counts(app: &TestApp) -> [i64; 3] {
+    [
+        count(app, "campaigns").await,
+        count(app, "markers").await,
+        count(app, "assets").await,
+    ]
+}
+
+/// Every regular file below `dir` (none when it does not exist).
+pub fn files_below(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// The shipped entity files.
@@ -237,6 +298,16 @@ impl TestApp {
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+    }
+
+    /// [`TestApp::wait_ended`] within two minutes, for a request that must finish (not be
+    /// cancelled): its record.
+    pub async fn wait_finished(&self, rid: &str) -> Json {
+        let rec = self
+            .wait_ended(rid, std::time::Duration::from_secs(120))
+            .await;
+        assert_eq!(rec["status_id"], "4", "request {rid} did not finish: {rec}");
+        rec
     }
 
     /// The stored result of an ended request, as text.

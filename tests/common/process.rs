@@ -159,6 +159,30 @@ impl Server {
         }
     }
 
+    /// Uploads `csv` as `big.csv` into `entity` in the background, with the form's other
+    /// `fields`; returns the request id.
+    pub async fn upload_background(
+        &self,
+        entity: &str,
+        csv: Vec<u8>,
+        fields: &[(&str, &str)],
+    ) -> String {
+        let mut all = vec![("bgrs", "1")];
+        all.extend_from_slice(fields);
+        let form = super::upload::form(entity, "big.csv", csv, &all);
+        let r = self
+            .request(reqwest::Method::POST, super::upload::UPLOAD)
+            .multipart(form)
+            .send()
+            .await
+            .expect("POST the upload");
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 202, "upload: {text}");
+        let body: Json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        body["request"].as_str().expect("a request id").to_string()
+    }
+
     /// The `details` texts of the request, in order, page by page.
     pub async fn details(&self, rid: &str) -> Vec<String> {
         let mut texts = Vec::new();

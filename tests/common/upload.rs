@@ -20,22 +20,31 @@ pub fn form(entity: &str, name: &str, bytes: Vec<u8>, fields: &[(&str, &str)]) -
     f
 }
 
-/// Posts a form as the admin: the status and the body.
-pub async fn upload(app: &TestApp, f: Form) -> (u16, String) {
-    let r = app
-        .admin(Method::POST, UPLOAD)
+/// Posts a form as the admin: the response.
+pub async fn upload_response(app: &TestApp, f: Form) -> reqwest::Response {
+    app.admin(Method::POST, UPLOAD)
         .multipart(f)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Posts a form as the admin: the status and the body.
+pub async fn upload(app: &TestApp, f: Form) -> (u16, String) {
+    let r = upload_response(app, f).await;
     let s = r.status().as_u16();
     (s, r.text().await.unwrap())
 }
 
 /// The rows of a `;`-separated result file (header first).
 pub fn rows(text: &str) -> Vec<Vec<String>> {
+    rows_split_by(text, b';')
+}
+
+/// The rows of a result file whose fields `delimiter` separates (header first).
+pub fn rows_split_by(text: &str, delimiter: u8) -> Vec<Vec<String>> {
     csv::ReaderBuilder::new()
-        .delimiter(b';')
+        .delimiter(delimiter)
         .has_headers(false)
         .from_reader(text.as_bytes())
         .records()
@@ -62,11 +71,22 @@ pub async fn start_background(
     bytes: &[u8],
     fields: &[(&str, &str)],
 ) -> String {
+    start_background_named(app, entity, "f.csv", bytes.to_vec(), fields).await
+}
+
+/// Starts a background upload of the file `name`: its request id.
+pub async fn start_background_named(
+    app: &TestApp,
+    entity: &str,
+    name: &str,
+    bytes: Vec<u8>,
+    fields: &[(&str, &str)],
+) -> String {
     let mut all = vec![("bgrs", "1")];
     all.extend_from_slice(fields);
-    let (s, text) = upload(app, form(entity, "f.csv", bytes.to_vec(), &all)).await;
+    let (s, text) = upload(app, form(entity, name, bytes, &all)).await;
     assert_eq!(s, 202, "{text}");
-    let (_, b) = (s, serde_json::from_str::<Json>(&text).unwrap());
+    let b = serde_json::from_str::<Json>(&text).unwrap();
     b["request"].as_str().unwrap().to_string()
 }
 
@@ -85,11 +105,5 @@ pub async fn background_rows(
 
 /// A JSON reply to a form post, for checks of refusals.
 pub async fn upload_json(app: &TestApp, f: Form) -> (u16, Json) {
-    let r = app
-        .admin(Method::POST, UPLOAD)
-        .multipart(f)
-        .send()
-        .await
-        .unwrap();
-    json(r).await
+    json(upload_response(app, f).await).await
 }

@@ -3,7 +3,7 @@
 //! the memory of one argon2 instance per request, and bearer-token requests never wait behind
 //! them. Also the password policy (minimum length).
 
-use crate::engine::CallError;
+use super::CallError;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use std::sync::LazyLock;
