@@ -59,52 +59,24 @@ async fn tab_and_bar_separated_files_are_read() {
 #[tokio::test]
 async fn a_misspelt_column_or_entity_is_refused_with_the_nearest_name() {
     let app = spawn_products().await;
-    let (s, b) = upload_json(
-        &app,
-        form(
-            "products",
-            "p.csv",
-            b"op;id;sku;nmae\nc;;a;A\n".to_vec(),
-            &[],
-        ),
-    )
-    .await;
-    assert_eq!(s, 400, "{b}");
-    let d = b["description"].as_str().unwrap();
+    let d = refused(&app, "products", b"op;id;sku;nmae\nc;;a;A\n").await;
     assert!(d.contains("`nmae` is not a field of products"), "{d}");
     assert!(d.contains("did you mean `name`?"), "{d}");
-
-    let (s, b) = upload_json(
-        &app,
-        form(
-            "prodcts",
-            "p.csv",
-            b"op;id;sku;name\nc;;a;A\n".to_vec(),
-            &[],
-        ),
-    )
-    .await;
-    assert_eq!(s, 400, "{b}");
-    let d = b["description"].as_str().unwrap();
+    let d = refused(&app, "prodcts", b"op;id;sku;name\nc;;a;A\n").await;
     assert!(d.contains("`prodcts`"), "{d}");
     assert!(d.contains("did you mean `products`?"), "{d}");
-
     // A separator the uploader does not read leaves one column: it says which ones it reads.
-    let (s, b) = upload_json(
-        &app,
-        form(
-            "products",
-            "p.csv",
-            b"op:id:sku:name\nc::a:A\n".to_vec(),
-            &[],
-        ),
-    )
-    .await;
-    assert_eq!(s, 400, "{b}");
-    let d = b["description"].as_str().unwrap();
+    let d = refused(&app, "products", b"op:id:sku:name\nc::a:A\n").await;
     assert!(d.contains("`,`, `;`, a tab or `|`"), "{d}");
     assert_eq!(count(&app, "products").await, 0);
     app.stop().await;
+}
+
+/// Uploads `csv` into `entity`, expecting the whole file refused: the description.
+async fn refused(app: &TestApp, entity: &str, csv: &[u8]) -> String {
+    let (s, b) = upload_json(app, form(entity, "p.csv", csv.to_vec(), &[])).await;
+    assert_eq!(s, 400, "{b}");
+    b["description"].as_str().unwrap().to_string()
 }
 
 #[tokio::test]
@@ -114,9 +86,7 @@ async fn a_latin1_file_sent_as_utf8_names_the_editors_line_and_the_encoding_opti
     let mut bytes = b"op;id;sku;name\nc;;a;Caf".to_vec();
     bytes.push(0xE9);
     bytes.extend_from_slice(b"\n");
-    let (s, b) = upload_json(&app, form("products", "p.csv", bytes.clone(), &[])).await;
-    assert_eq!(s, 400, "{b}");
-    let d = b["description"].as_str().unwrap();
+    let d = refused(&app, "products", &bytes).await;
     assert!(d.contains("line 2 of the file"), "{d}");
     assert!(d.contains("`encoding`"), "{d}");
     assert_eq!(count(&app, "products").await, 0);

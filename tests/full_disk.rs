@@ -42,6 +42,19 @@ impl Drop for Tmpfs {
     }
 }
 
+/// A server whose data directory is on a fresh tmpfs of `mb` MiB (its database there too on
+/// SQLite, in a fresh PostgreSQL database otherwise).
+async fn server_on_tmpfs(label: &'static str, mb: u64) -> (Tmpfs, Option<common::PgDb>, Server) {
+    let disk = Tmpfs::mount(mb);
+    let db = common::test_pg().await;
+    let s = Server::start(
+        label,
+        &disk.at.join("data"),
+        db.as_ref().map(|d| d.url.as_str()),
+    );
+    (disk, db, s)
+}
+
 /// Every file below `dir`, sorted.
 fn sorted_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = common::files_below(dir);
@@ -63,10 +76,8 @@ fn big_csv(rows: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn an_upload_onto_a_full_disk_is_a_507_that_applies_and_leaves_nothing() {
-    let disk = Tmpfs::mount(24);
-    let db = common::test_pg().await;
+    let (disk, _db, s) = server_on_tmpfs("full", 24).await;
     let data = disk.at.join("data");
-    let s = Server::start("full", &data, db.as_ref().map(|d| d.url.as_str()));
     let before = sorted_files(&data);
     let csv = big_csv(520_000);
     assert!(csv.len() > 48_000_000, "{}", csv.len());
@@ -130,10 +141,7 @@ fn fill(dir: &Path) -> PathBuf {
 
 #[tokio::test]
 async fn a_background_upload_waits_for_space_and_says_so() {
-    let disk = Tmpfs::mount(320);
-    let db = common::test_pg().await;
-    let data = disk.at.join("data");
-    let s = Server::start("waits", &data, db.as_ref().map(|d| d.url.as_str()));
+    let (disk, _db, s) = server_on_tmpfs("waits", 320).await;
     let rows = 200_000;
     let form = reqwest::multipart::Form::new()
         .text("entity", "campaigns")
