@@ -43,19 +43,6 @@ async fn spawn_goods() -> TestApp {
     spawn_with(|s| std::fs::write(s.entities_dir.join("goods.yaml"), GOODS).unwrap()).await
 }
 
-/// Sends `body` as JSON text exactly as written (no float on the way).
-async fn send_raw(app: &TestApp, m: Method, path: &str, body: &str) -> (u16, Json) {
-    json(
-        app.admin(m, path)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
 async fn get(app: &TestApp, path: &str) -> (u16, Json) {
     json(app.admin(Method::GET, path).send().await.unwrap()).await
 }

@@ -143,55 +143,23 @@ async fn creates_without_a_required_column_are_refused_before_anything_is_applie
 #[tokio::test]
 async fn a_decimal_sent_as_a_string_is_stored_exactly() {
     let app = spawn_products().await;
-    let r = app
-        .admin(Method::POST, "/products")
-        .header("content-type", "application/json")
-        .body(r#"{"sku": "s1", "name": "one", "price": "12.50"}"#)
-        .send()
-        .await
-        .unwrap();
-    let (s, b) = json(r).await;
+    let body = r#"{"sku": "s1", "name": "one", "price": "12.50"}"#;
+    let (s, b) = send_raw(&app, Method::POST, "/products", body).await;
     assert_eq!(s, 200, "{b}");
-    let text = app
-        .admin(Method::GET, &format!("/products/{}", b["id"]))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let path = format!("/products/{}", b["id"]);
+    let text = get_text(&app, &path).await;
     assert!(text.contains("\"price\":12.5"), "{text}");
-    let r = app
-        .admin(Method::PUT, &format!("/products/{}", b["id"]))
-        .header("content-type", "application/json")
-        .body(r#"{"price": "79228162514264337593543950335"}"#)
-        .send()
-        .await
-        .unwrap();
-    let (s, b2) = json(r).await;
+    let body = r#"{"price": "79228162514264337593543950335"}"#;
+    let (s, b2) = send_raw(&app, Method::PUT, &path, body).await;
     assert_eq!(s, 200, "{b2}");
-    let text = app
-        .admin(Method::GET, &format!("/products/{}", b["id"]))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = get_text(&app, &path).await;
     assert!(
         text.contains("\"price\":79228162514264337593543950335"),
         "{text}"
     );
     // Text that is no number is refused in a person's words.
     for bad in [r#""twelve""#, r#""12,50""#, "true"] {
-        let r = app
-            .admin(Method::PUT, &format!("/products/{}", b["id"]))
-            .header("content-type", "application/json")
-            .body(format!(r#"{{"price": {bad}}}"#))
-            .send()
-            .await
-            .unwrap();
-        let (s, e) = json(r).await;
+        let (s, e) = send_raw(&app, Method::PUT, &path, &format!(r#"{{"price": {bad}}}"#)).await;
         assert_eq!(s, 400, "{bad}: {e}");
         assert!(
             e["description"]

@@ -55,6 +55,15 @@ async fn server_on_tmpfs(label: &'static str, mb: u64) -> (Tmpfs, Option<common:
     (disk, db, s)
 }
 
+/// Posts an upload form as the admin.
+async fn post_upload(s: &Server, form: reqwest::multipart::Form) -> reqwest::Response {
+    s.request(Method::POST, "/tools/uploader.ex.php")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// Every file below `dir`, sorted.
 fn sorted_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = common::files_below(dir);
@@ -91,12 +100,7 @@ async fn an_upload_onto_a_full_disk_is_a_507_that_applies_and_leaves_nothing() {
         if background {
             form = form.text("bgrs", "1");
         }
-        let r = s
-            .request(Method::POST, "/tools/uploader.ex.php")
-            .multipart(form)
-            .send()
-            .await
-            .unwrap();
+        let r = post_upload(&s, form).await;
         let status = r.status().as_u16();
         let body: serde_json::Value = r.json().await.unwrap();
         assert_eq!(status, 507, "{body}");
@@ -109,20 +113,17 @@ async fn an_upload_onto_a_full_disk_is_a_507_that_applies_and_leaves_nothing() {
     assert_eq!(s.campaign_count().await, 0, "nothing applied");
     assert_eq!(sorted_files(&data), before, "nothing left behind");
     // The server goes on: a small upload still works.
-    let r = s
-        .request(Method::POST, "/tools/uploader.ex.php")
-        .multipart(
-            reqwest::multipart::Form::new()
-                .text("entity", "campaigns")
-                .part(
-                    "csvfile",
-                    reqwest::multipart::Part::bytes(b"op;id;name\nc;;small\n".to_vec())
-                        .file_name("small.csv"),
-                ),
-        )
-        .send()
-        .await
-        .unwrap();
+    let r = post_upload(
+        &s,
+        reqwest::multipart::Form::new()
+            .text("entity", "campaigns")
+            .part(
+                "csvfile",
+                reqwest::multipart::Part::bytes(b"op;id;name\nc;;small\n".to_vec())
+                    .file_name("small.csv"),
+            ),
+    )
+    .await;
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     assert_eq!(s.campaign_count().await, 1);
     drop(s);
@@ -150,12 +151,7 @@ async fn a_background_upload_waits_for_space_and_says_so() {
             "csvfile",
             reqwest::multipart::Part::bytes(big_csv(rows)).file_name("big.csv"),
         );
-    let r = s
-        .request(Method::POST, "/tools/uploader.ex.php")
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
+    let r = post_upload(&s, form).await;
     assert_eq!(r.status(), 202);
     let rid = r.json::<serde_json::Value>().await.unwrap()["request"]
         .as_str()

@@ -92,6 +92,25 @@ pub async fn test_pg() -> Option<PgDb> {
     }
 }
 
+/// Sends `body` as the admin, as JSON text exactly as written (no float on the way).
+pub async fn send_raw(app: &TestApp, m: Method, path: &str, body: &str) -> (u16, Json) {
+    json(
+        app.admin(m, path)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+/// The body of `GET path` as the admin, as text (to see numbers as the server wrote them).
+pub async fn get_text(app: &TestApp, path: &str) -> String {
+    let r = app.admin(Method::GET, path).send().await.unwrap();
+    r.text().await.unwrap()
+}
+
 /// How many objects of `entity` there are (`x-total-count`).
 pub async fn count(app: &TestApp, entity: &str) -> i64 {
     let r = app
