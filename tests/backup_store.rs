@@ -325,7 +325,12 @@ async fn the_files_of_a_server_on_an_object_store_are_backed_up_and_restored_int
     };
     let out = restore_into(&files_a);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("already holds files"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the target is not empty: nothing was restored"),
+        "{err}"
+    );
+    assert!(err.contains("already holds files"), "{err}");
     assert!(!into.exists(), "nothing written");
 
     // Into an empty one: the files go there, and a server on it serves the result.

@@ -198,7 +198,7 @@ pub async fn restore_into(
     for folder in crate::files::KEPT {
         if let Some((rel, _)) = place.child(folder).list_all().await?.first() {
             anyhow::bail!(
-                "the target is not empty: nothing was restored ({url} already holds \
+                "the target is not empty: nothing was restored ({url} already holds files: \
                  {folder}/{rel}; restore into an empty store or prefix)"
             );
         }
