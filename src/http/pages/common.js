@@ -111,9 +111,8 @@ const Tools = (() => {
       el('td', { className: 'res' }, r.res),
       rest.map(([, i]) => {
         const text = r.cells[i] ?? '';
-        return text.length > 120
-          ? el('td', { className: 'mono', title: text }, `${text.slice(0, 120)}…`)
-          : el('td', { className: 'mono' }, text);
+        if (text.length > 120) return el('td', { className: 'mono long', title: text }, `${text.slice(0, 120)}…`);
+        return el('td', { className: text.length > 24 ? 'mono long' : 'mono' }, text);
       })));
     const shown = found.rows.length < found.failed
       ? `The first ${found.rows.length} of ${found.failed.toLocaleString('en')} failures.`
