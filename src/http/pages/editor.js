@@ -4,7 +4,7 @@
 'use strict';
 
 const Editor = (() => {
-  const { $, el, api, describe } = Tools;
+  const { $, el, api } = Tools;
 
   let session = null; // { entity, def, id, original, controls, onSaved }
 
@@ -138,5 +138,5 @@ const Editor = (() => {
     $('editor').addEventListener('close', () => { session = null; });
   });
 
-  return { open, settable, describe };
+  return { open, settable };
 })();
