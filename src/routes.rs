@@ -59,6 +59,7 @@ pub const ROUTES: &[Route] = &[
     },
     fixed("/openapi.json", GET),
     fixed("/docs", GET),
+    fixed("/docs/assets/:name", GET),
     fixed("/auth/token", &["POST", "DELETE"]),
     Route {
         owner: Owner::FixedUnderEntity,
@@ -70,6 +71,7 @@ pub const ROUTES: &[Route] = &[
     fixed("/bgrs/:rid/result", GET),
     fixed("/bgrs/:rid/events", GET),
     fixed("/bgrs/:rid/undo", &["GET", "POST"]),
+    fixed("/bgrs/:rid/failed", GET),
     fixed("/media/keep1m/:file", GET),
     fixed(FILES_ROUTE, GET),
     fixed("/tools/uploader.ex.php", &["POST"]),
@@ -77,6 +79,7 @@ pub const ROUTES: &[Route] = &[
     fixed("/tools/requests", GET),
     fixed("/tools/data", GET),
     fixed("/tools/assets/:name", GET),
+    fixed("/tools/entities", GET),
     Route {
         owner: Owner::Entity,
         ..fixed("/:entity", &["GET", "POST", "PUT", "DELETE"])

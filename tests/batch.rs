@@ -77,7 +77,10 @@ async fn background_batch_with_a_bad_item_among_good_ones() {
             "status",
             "content_type",
             "dry_run",
-            "atomic"
+            "atomic",
+            "kind",
+            "entity",
+            "title"
         ]
     );
     assert!(
@@ -85,6 +88,7 @@ async fn background_batch_with_a_bad_item_among_good_ones() {
         "{rec}"
     );
     assert_eq!(rec["status_name"], "finished");
+    assert_eq!(rec["title"], "batch of 4 creates of campaigns");
     assert_eq!(rec["progress"], "100.00");
     assert_eq!(rec["name"], "batch");
     assert_eq!(rec["status"], "200");

@@ -1,7 +1,9 @@
-//! The browser tools (`/tools/uploader`, `/tools/requests`) driven in headless Chromium through
-//! chromedriver: sign in, upload a 20,000-row CSV and follow it to the end, download the result,
-//! see a broken file refused, list the request. Screenshots of each state go to
-//! `target/screenshots/`.
+//! The browser tools (`/tools/uploader`, `/tools/requests`, `/tools/data`, `/docs`) driven in
+//! headless Chromium through chromedriver at 1366x768: sign in, upload a 20,000-row CSV and
+//! follow it to the end, download the result, see a broken file refused, list the request; then
+//! the console ([`console`]): create, edit and delete on the data page, a multi-delete and its
+//! undo, an upload's failed rows, the requests page's width, a request sent from `/docs`.
+//! Screenshots of each state go to `target/screenshots/`, the console's to the book.
 //!
 //! Needs `/usr/bin/chromedriver` and `/usr/bin/chromium` (Debian: `apt-get install chromium
 //! chromium-driver`). Without them the test says so and passes, unless `ENTISERVE_REQUIRE_BROWSER`
@@ -11,6 +13,8 @@
 //! needs are plain JSON over HTTP.
 
 mod common;
+#[path = "browser/console.rs"]
+mod console;
 
 use common::*;
 use futures::FutureExt;
@@ -88,7 +92,8 @@ impl Browser {
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,900"],
+                         "--disable-dev-shm-usage", "--window-size=1366,768",
+                         "--hide-scrollbars"],
                 "prefs": {
                     "download.default_directory": downloads,
                     "download.prompt_for_download": false,
@@ -106,10 +111,37 @@ impl Browser {
             .as_str()
             .unwrap_or_else(|| panic!("no session: {body}"))
             .to_string();
-        Browser {
+        let b = Browser {
             http,
             session: format!("{}/session/{id}", driver.url),
             shots,
+        };
+        b.viewport(1366, 768).await;
+        b
+    }
+
+    /// Sizes the window so that the page itself gets `width` x `height`.
+    async fn viewport(&self, width: i64, height: i64) {
+        for _ in 0..3 {
+            let inner = self
+                .js("return [window.innerWidth, window.innerHeight];", json!([]))
+                .await;
+            let (w, h) = (inner[0].as_i64().unwrap(), inner[1].as_i64().unwrap());
+            if (w, h) == (width, height) {
+                return;
+            }
+            let rect = self.cmd(Method::GET, "/window/rect", None).await.unwrap();
+            let (ow, oh) = (
+                rect["width"].as_i64().unwrap(),
+                rect["height"].as_i64().unwrap(),
+            );
+            self.cmd(
+                Method::POST,
+                "/window/rect",
+                Some(json!({"width": ow + width - w, "height": oh + height - h})),
+            )
+            .await
+            .unwrap();
         }
     }
 
@@ -158,6 +190,17 @@ impl Browser {
         )
         .await
         .unwrap_or_else(|err| panic!("click {css}: {err}"));
+    }
+
+    async fn clear(&self, css: &str) {
+        let e = self.find(css).await.unwrap();
+        self.cmd(
+            Method::POST,
+            &format!("/element/{e}/clear"),
+            Some(json!({})),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("clear {css}: {err}"));
     }
 
     async fn type_into(&self, css: &str, text: &str) {
@@ -308,16 +351,26 @@ async fn upload_page_and_requests_page_in_a_browser() {
     std::fs::create_dir_all(&downloads).unwrap();
     let browser = Browser::open(&driver, shots, &downloads).await;
 
+    let console_app = spawn_with(|s| {
+        std::fs::write(s.entities_dir.join("products.yaml"), console::PRODUCTS).unwrap();
+        std::fs::write(s.entities_dir.join("regions.yaml"), console::REGIONS).unwrap();
+    })
+    .await;
+    let both = async {
+        scenario(&app, &browser).await;
+        console::scenario(&console_app, &browser).await;
+    };
     let outcome = tokio::time::timeout(
-        Duration::from_secs(600),
-        std::panic::AssertUnwindSafe(scenario(&app, &browser)).catch_unwind(),
+        Duration::from_secs(900),
+        std::panic::AssertUnwindSafe(both).catch_unwind(),
     )
     .await;
     browser.close().await;
     drop(driver);
     app.stop().await;
+    console_app.stop().await;
     match outcome {
-        Err(_) => panic!("the browser test took more than 10 minutes"),
+        Err(_) => panic!("the browser test took more than 15 minutes"),
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
         Ok(Ok(())) => {}
     }
@@ -677,17 +730,32 @@ async fn scenario(app: &TestApp, b: &Browser) {
         )
         .await;
     let cells: Vec<String> = serde_json::from_value(cells).unwrap();
-    assert_eq!(cells[1], "uploader", "{cells:?}");
-    assert_eq!(cells[2], "finished", "{cells:?}");
-    assert!(cells[3].contains("100.00"), "{cells:?}");
-    assert_eq!(cells[5], "200", "{cells:?}");
+    assert!(
+        cells[0].starts_with("upload of campaigns20k.csv into campaigns"),
+        "{cells:?}"
+    );
+    assert!(
+        cells[1].starts_with("finished") && cells[1].contains("100.00"),
+        "{cells:?}"
+    );
+    assert_eq!(cells[3], "200", "{cells:?}");
     let kinds = b
         .js(
-            "return [...document.querySelectorAll('#rows tr[data-rid]')].map(t => t.children[1].textContent);",
+            "return [...document.querySelectorAll('#rows tr[data-rid]')].map(t => t.dataset.kind);",
             json!([]),
         )
         .await;
-    assert_eq!(kinds, json!(["batch", "uploader"]), "newest first");
+    assert_eq!(kinds, json!(["batch", "upload"]), "newest first");
+    let title = b
+        .wait_js(
+            "the batch's title with its failure",
+            20,
+            "const t = document.querySelector('#rows tr[data-kind=batch] .title');
+             return t && t.textContent.includes('failed') ? t.textContent : null;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(title, "batch of 3 creates of campaigns, 1 item failed");
     b.click(&format!("{row} button[data-action=\"result\"]"))
         .await;
     let saved = app.dir.path().join("downloads/campaigns20k.csvres.csv");
@@ -734,7 +802,7 @@ async fn scenario(app: &TestApp, b: &Browser) {
     b.wait_js(
         "the first row to be the greatest name",
         20,
-        "const i = [...document.querySelectorAll('#heads button')].findIndex(x => x.textContent === 'name ▼');
+        "const i = [...document.querySelectorAll('#heads th')].findIndex(x => x.textContent === 'name ▼');
          const r = document.querySelector('#rows tr');
          return i >= 0 && r && r.children[i].textContent === arguments[0];",
         json!([top_name]),

@@ -41,6 +41,13 @@ pub struct Record {
     dry_run: String,
     /// "1" for an all-or-nothing request
     atomic: String,
+    /// what runs it: `upload`, `upload_sync`, `batch`, `call` or `undo`
+    kind: String,
+    /// the entity it changes
+    entity: String,
+    /// what it does, in words: "upload of `spring.csv` into campaigns", "batch of 2,000
+    /// updates of markers"
+    title: String,
 }
 
 impl Record {

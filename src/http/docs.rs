@@ -1,16 +1,16 @@
 //! `GET /healthz` (liveness), `GET /readyz` (the database and the file store answer),
-//! `GET /openapi.json` (the document for the catalog in force) and `GET /docs`, a page that
-//! renders it. None needs credentials.
+//! `GET /openapi.json` (the document for the catalog in force) and `GET /docs`, the interactive
+//! reference that renders it ([`super::reference`]), with its assets. None needs credentials.
 
 use super::AppState;
-use super::api::{Body as Media, E403, Replies, Reply, SIGNED, Signed, Streamed, Tag};
+use super::api::{Body as Media, E403, E404, Fails, Replies, Reply, SIGNED, Signed, Streamed, Tag};
 use super::error::ApiError;
+use super::pages::{AssetReplies, PageReplies};
 use poem::web::Data;
-use poem_openapi::payload::{Html, Json};
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 use std::sync::Arc;
-
-const PAGE: &str = include_str!("docs.html");
 
 pub struct SystemApi;
 
@@ -166,16 +166,52 @@ impl SystemApi {
         ))
     }
 
-    /// A page that renders this document
+    /// The interactive reference of this document
     ///
-    /// The routes, their parameters and schemas, readable in a browser. Needs no credentials.
+    /// Swagger UI, served from the binary, on this server's `/openapi.json`: every route with
+    /// its parameters, each entity's fields, and "Try it out", which sends the request with
+    /// the token the console pages signed in with. Needs no credentials.
     #[oai(
         path = "/docs",
         method = "get",
         operation_id = "getDocsPage",
         tag = "Tag::System"
     )]
-    async fn page(&self) -> Html<&'static str> {
-        Html(PAGE)
+    async fn page(&self) -> Streamed<PageReplies> {
+        Streamed::new(
+            poem::Response::builder()
+                .content_type("text/html; charset=utf-8")
+                .header("cache-control", "no-cache")
+                .header("x-content-type-options", "nosniff")
+                .header("referrer-policy", "no-referrer")
+                .header("content-security-policy", super::reference::CSP)
+                .body(super::reference::PAGE),
+        )
+    }
+
+    /// A script or stylesheet of the reference
+    ///
+    /// Swagger UI's bundle and the page's own script and style; nothing is loaded from
+    /// outside the server.
+    #[oai(
+        path = "/docs/assets/:name",
+        method = "get",
+        operation_id = "getDocsAsset",
+        tag = "Tag::System"
+    )]
+    async fn asset(
+        &self,
+        /// the asset's file name
+        name: Path<String>,
+    ) -> Reply<Streamed<AssetReplies>, E404> {
+        let (ctype, body) = super::reference::asset(&name.0)
+            .ok_or_else(|| Fails(ApiError::NotFound(format!("no asset `{}`", name.0))))?;
+        Ok(Streamed::new(
+            poem::Response::builder()
+                .content_type(ctype)
+                .header("cache-control", "no-cache")
+                .header("x-content-type-options", "nosniff")
+                .body(body),
+        ))
     }
 }

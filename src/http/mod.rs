@@ -12,10 +12,13 @@ pub mod conn;
 mod crud;
 mod docs;
 pub mod error;
+mod failed;
 mod files;
+mod forms;
 pub mod origin;
 mod pages;
 mod ranged;
+mod reference;
 pub mod uploader;
 
 use crate::auth::Auth;

@@ -1,7 +1,8 @@
 //! The browser tools: `GET /tools/uploader` (upload a CSV or ZIP, follow its progress, get the
 //! result file), `GET /tools/requests` (the caller's background requests) and `GET /tools/data`
-//! (the objects of an entity, sorted and filtered), with their
-//! stylesheet and scripts under `GET /tools/assets/<file>`.
+//! (the objects of an entity, sorted, filtered, created, edited and deleted), with their
+//! stylesheet and scripts under `GET /tools/assets/<file>` and the entities their forms are
+//! built from under `GET /tools/entities`.
 //!
 //! The pages are static shells embedded in the binary and served without credentials; the one
 //! piece rendered on the server is the uploader's list of entities, taken from the catalog in
@@ -43,6 +44,16 @@ impl Replies for IndexReplies {
 
 /// Where a browser that opens `/` is sent.
 pub const CONSOLE: &str = "/tools/data";
+
+/// The entities as the forms see them.
+pub struct EntitiesReplies;
+impl Replies for EntitiesReplies {
+    const REPLIES: &'static [super::api::Documented] = &[(
+        200,
+        "each entity's fields and access, by entity name",
+        &[("application/json", Media::Json)],
+    )];
+}
 
 /// A stylesheet or script.
 pub struct AssetReplies;
@@ -130,6 +141,27 @@ impl PagesApi {
         ))
     }
 
+    /// The entities, as the data page's forms are built from them
+    ///
+    /// Per entity: its fields (type, required, `max_length`, enum values, the referenced
+    /// entity, default, who may set it), the roles that read and write it, and the field that
+    /// names an object in a reference picker (`label`). Needs no credentials: it says what
+    /// `/openapi.json` says.
+    #[oai(
+        path = "/tools/entities",
+        method = "get",
+        operation_id = "getConsoleEntities"
+    )]
+    async fn entities(&self, Data(state): Data<&Arc<AppState>>) -> Streamed<EntitiesReplies> {
+        let described = super::forms::describe(&state.engine.catalog.load());
+        let mut resp = super::json_response(poem::http::StatusCode::OK, &described);
+        resp.headers_mut().insert(
+            poem::http::header::CACHE_CONTROL,
+            poem::http::HeaderValue::from_static("no-cache"),
+        );
+        Streamed::new(resp)
+    }
+
     /// A stylesheet or script of the pages
     ///
     /// The pages load nothing from outside the server.
@@ -206,6 +238,16 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "requests.js",
         "text/javascript; charset=utf-8",
         include_str!("pages/requests.js"),
+    ),
+    (
+        "forms.js",
+        "text/javascript; charset=utf-8",
+        include_str!("pages/forms.js"),
+    ),
+    (
+        "editor.js",
+        "text/javascript; charset=utf-8",
+        include_str!("pages/editor.js"),
     ),
     (
         "data.js",

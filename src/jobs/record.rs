@@ -99,8 +99,62 @@ impl Request {
             "content_type": self.content_type.clone().unwrap_or_default(),
             "dry_run": flag(mode.dry_run),
             "atomic": flag(mode.atomic),
+            "kind": self.kind.name(),
+            "entity": self.entity,
+            "title": self.title(),
         })
     }
+
+    /// What the request does, in words: "upload of `spring.csv` into campaigns", "batch of
+    /// 2,000 updates of markers", "undo of request 0a1b2c3d…", or the method and path of a
+    /// single call.
+    pub fn title(&self) -> String {
+        match self.kind {
+            KindId::Upload | KindId::UploadHere => {
+                let file = self.params["file_name"].as_str().unwrap_or_default();
+                if file.is_empty() {
+                    format!("upload into {}", self.entity)
+                } else {
+                    format!("upload of `{file}` into {}", self.entity)
+                }
+            }
+            KindId::Batch => {
+                let op = self.params["op"].as_str().unwrap_or("change");
+                let n = self.total;
+                let what = if n == 1 {
+                    op.to_string()
+                } else {
+                    format!("{op}s")
+                };
+                format!("batch of {} {what} of {}", thousands(n), self.entity)
+            }
+            KindId::Undo => {
+                let of = self
+                    .name
+                    .strip_prefix("POST /bgrs/")
+                    .and_then(|r| r.strip_suffix("/undo"))
+                    .unwrap_or(&self.name);
+                format!("undo of request {}…", of.get(..8).unwrap_or(of))
+            }
+            KindId::Call => self.name.clone(),
+        }
+    }
+}
+
+/// `n` with its thousands separated by commas.
+fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// One details entry as the API shows it.
@@ -173,5 +227,74 @@ impl Jobs {
         };
         let rows = requests::list(self.storage.as_ref(), filter, limit, offset).await?;
         Ok(rows.into_iter().map(Request::from).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(kind: KindId, name: &str, entity: &str, params: Json, total: i64) -> Request {
+        Request {
+            id: 1,
+            rid: "0".repeat(32),
+            user_id: 1,
+            name: name.into(),
+            kind,
+            entity: entity.into(),
+            params,
+            status_id: super::super::IN_PROGRESS,
+            total,
+            done: 0,
+            cursor: 0,
+            progress: 0.0,
+            http_status: None,
+            content_type: None,
+            result: None,
+            created_dt: String::new(),
+            finished_dt: None,
+            expired: false,
+        }
+    }
+
+    #[test]
+    fn titles_say_what_a_request_does() {
+        let up = request(
+            KindId::Upload,
+            "uploader",
+            "campaigns",
+            json!({"file_name": "spring.csv"}),
+            3,
+        );
+        assert_eq!(up.title(), "upload of `spring.csv` into campaigns");
+        let batch = request(
+            KindId::Batch,
+            "batch",
+            "markers",
+            json!({"op": "update"}),
+            2000,
+        );
+        assert_eq!(batch.title(), "batch of 2,000 updates of markers");
+        let one = request(
+            KindId::Batch,
+            "batch",
+            "markers",
+            json!({"op": "delete"}),
+            1,
+        );
+        assert_eq!(one.title(), "batch of 1 delete of markers");
+        let rid = "0123456789abcdef0123456789abcdef";
+        let undo = request(
+            KindId::Undo,
+            &format!("POST /bgrs/{rid}/undo"),
+            "markers",
+            json!({}),
+            5,
+        );
+        assert_eq!(undo.title(), "undo of request 01234567…");
+        let call = request(KindId::Call, "PUT /campaigns/3", "campaigns", json!({}), 1);
+        assert_eq!(call.title(), "PUT /campaigns/3");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(999), "999");
     }
 }

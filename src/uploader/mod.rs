@@ -4,6 +4,7 @@
 //! from its last committed row.
 
 pub mod bundle;
+pub mod failures;
 pub mod intake;
 pub mod keep;
 pub mod kind;

@@ -85,6 +85,44 @@ const Tools = (() => {
     return resp.json();
   }
 
+  /** Waits until background request `rid` is over; its record. */
+  async function finished(rid, everyMs = 400) {
+    for (;;) {
+      const [rec] = await getJson(`/bgrs/${encodeURIComponent(rid)}`);
+      if (rec.status_id !== '2') return rec;
+      await new Promise((ok) => setTimeout(ok, everyMs));
+    }
+  }
+
+  /** What failed in a finished request: `{ran, failed, columns, rows: [{line, res, status, cells}]}`. */
+  function failures(rid, limit = 100) {
+    return getJson(`/bgrs/${encodeURIComponent(rid)}/failed?limit=${limit}`);
+  }
+
+  /** A table of failed rows: line, `res`, then the row's other cells. */
+  function failuresTable(found, caption) {
+    const cols = found.columns.length ? found.columns : [];
+    const resAt = cols.indexOf('res');
+    const rest = cols.map((c, i) => [c, i]).filter(([, i]) => i !== resAt);
+    const head = el('tr', {}, el('th', { scope: 'col' }, found.columns.length ? 'Line' : 'Item'),
+      el('th', { scope: 'col' }, 'res'), rest.map(([c]) => el('th', { scope: 'col' }, c)));
+    const rows = found.rows.map((r) => el('tr', { dataset: { line: String(r.line) } },
+      el('td', { className: 'mono' }, String(r.line)),
+      el('td', { className: 'res' }, r.res),
+      rest.map(([, i]) => {
+        const text = r.cells[i] ?? '';
+        if (text.length > 120) return el('td', { className: 'mono long', title: text }, `${text.slice(0, 120)}…`);
+        return el('td', { className: text.length > 24 ? 'mono long' : 'mono' }, text);
+      })));
+    const shown = found.rows.length < found.failed
+      ? `The first ${found.rows.length} of ${found.failed.toLocaleString('en')} failures.`
+      : '';
+    return el('div', { className: 'failures' },
+      el('div', { className: 'table-wrap' }, el('table', { className: 'grid failed' },
+        el('caption', {}, caption), el('thead', {}, head), el('tbody', {}, rows))),
+      shown ? el('p', { className: 'muted small' }, shown) : '');
+  }
+
   /** The file name of a Content-Disposition header, or `fallback`. */
   function filenameOf(resp, fallback) {
     const cd = resp.headers.get('content-disposition') || '';
@@ -255,7 +293,8 @@ const Tools = (() => {
   }
 
   return {
-    PREFIX, $, el, api, getJson, describe, token, filenameOf, saveBlob, parseDt,
+    PREFIX, $, el, api, getJson, describe, token, filenameOf, saveBlob, parseDt, finished,
+    failures, failuresTable,
     detectSeparator, firstLine, readCsv, start, SessionEnded,
   };
 })();

@@ -1,5 +1,5 @@
 // The background requests page: the signed-in user's requests (an admin's: everyone's), newest
-// first, with their log and their result file.
+// first, each named by what it did, with its log, its failed rows and its result file.
 'use strict';
 
 (() => {
@@ -14,6 +14,8 @@
   let users = new Map(); // id -> login, for admins
   let records = [];
   const open = new Set(); // rids whose log is shown
+  const openFailed = new Set(); // rids whose failed rows are shown
+  const failed = new Map(); // rid -> promise of what failed (finished requests do not change)
   let timer = null;
   let loading = false;
 
@@ -111,9 +113,14 @@
     try {
       const preview = await getJson(`/bgrs/${encodeURIComponent(r.rid)}/undo`);
       undoing = r;
+      const what = `“${r.title || r.name}” (request ${r.rid.slice(0, 8)}…, ${r.created_dt} UTC)`;
       $('undo-what').textContent = preview.objects === 0
-        ? `${r.name} changed nothing that an undo could revert.`
-        : `Undo ${r.name}? ${preview.objects.toLocaleString('en')} object${preview.objects === 1 ? '' : 's'} will change (${entitiesText(preview)}). Objects someone changed since are left as they are and listed in the undo's result.`;
+        ? `${what} changed nothing that an undo could revert.`
+        : `Undo ${what}? ${preview.objects.toLocaleString('en')} object${preview.objects === 1 ? '' : 's'} will change (${entitiesText(preview)}):`;
+      $('undo-entities').replaceChildren(...Object.entries(preview.entities).map(([name, n]) =>
+        el('li', {}, el('a', { href: `data?entity=${encodeURIComponent(name)}&changed_by=${encodeURIComponent(r.rid)}` }, name),
+          `: ${n.toLocaleString('en')} object${n === 1 ? '' : 's'} it created, changed or deleted`)));
+      $('undo-how').hidden = preview.objects === 0;
       $('undo-confirm').disabled = preview.objects === 0;
       $('undo-dialog').showModal();
     } catch (e) {
@@ -131,7 +138,7 @@
       const resp = await api(`/bgrs/${encodeURIComponent(r.rid)}/undo`, { method: 'POST' });
       if (!resp.ok) throw new Error(await describe(resp));
       const body = await resp.json();
-      $('notice').textContent = `The undo of ${r.name} runs as request ${body.request}.`;
+      $('notice').textContent = `The undo of “${r.title || r.name}” runs as request ${body.request}.`;
       $('notice').hidden = false;
       offset = 0;
       load();
@@ -141,7 +148,42 @@
   }
 
   function columns() {
-    return admin ? 9 : 8;
+    return admin ? 6 : 5;
+  }
+
+  /** A title with its `quoted` parts as code: "upload of `a.csv` into campaigns". */
+  function titled(text) {
+    return String(text).split('`').map((part, i) => (i % 2 ? el('code', {}, part) : part));
+  }
+
+  const isUpload = (r) => r.kind === 'upload' || r.kind === 'upload_sync';
+
+  /** What failed in `r`, once it is over and its result kept; null otherwise. */
+  function failures(r) {
+    if (r.status_id === '2' || !r.result) return null;
+    if (!failed.has(r.rid)) failed.set(r.rid, Tools.failures(r.rid).catch(() => null));
+    return failed.get(r.rid);
+  }
+
+  function failedButton(r, tr) {
+    const btn = el('button', { type: 'button', className: 'secondary small', dataset: { action: 'failed' } },
+      openFailed.has(r.rid) ? 'Hide failed rows' : 'Failed rows');
+    btn.addEventListener('click', () => toggleFailed(r, tr, btn));
+    return btn;
+  }
+
+  /** Adds ", 3 rows failed" to the title and a Failed rows button, once known. */
+  async function showFailures(r, tr) {
+    const p = failures(r);
+    const f = p && await p;
+    if (!f || !tr.isConnected) return;
+    const unit = isUpload(r) ? 'row' : 'item';
+    const note = tr.querySelector('.title .outcome');
+    note.textContent = f.failed
+      ? `, ${f.failed.toLocaleString('en')} ${unit}${f.failed === 1 ? '' : 's'} failed`
+      : f.ran ? `, all ${f.ran.toLocaleString('en')} ${unit}${f.ran === 1 ? '' : 's'} OK` : '';
+    note.classList.toggle('bad', f.failed > 0);
+    if (f.failed) tr.querySelector('.actions').prepend(failedButton(r, tr));
   }
 
   function row(r) {
@@ -159,21 +201,44 @@
     const undoBtn = applied
       ? el('button', { type: 'button', className: 'secondary small', dataset: { action: 'undo' } }, 'Undo')
       : null;
-    const tr = el('tr', { dataset: { rid: r.rid, status: r.status_id } },
-      el('td', {}, r.created_dt),
-      el('td', {}, r.name, modeTags(r)),
-      el('td', {}, badge(r)),
-      el('td', {}, progressCell(r)),
-      el('td', {}, r.finished_dt || '—'),
+    const tr = el('tr', { dataset: { rid: r.rid, status: r.status_id, kind: r.kind || '' } },
+      el('td', { className: 'what' },
+        el('div', { className: 'title' }, titled(r.title || r.name), el('span', { className: 'outcome' })),
+        el('div', { className: 'sub' }, el('span', { className: 'rid', title: r.rid }, `${r.rid.slice(0, 8)}…`), modeTags(r))),
+      el('td', {}, badge(r), el('div', {}, progressCell(r))),
+      el('td', { className: 'when' }, r.created_dt, el('div', { className: 'muted' }, r.finished_dt || '—')),
       el('td', { className: 'mono' }, r.status || '—'),
       admin ? el('td', {}, users.get(r.user_id) || `#${r.user_id}`) : null,
-      el('td', { className: 'rid', title: r.rid }, r.rid.slice(0, 8) + '…'),
       el('td', {}, el('span', { className: 'actions' }, logBtn, resultBtn, changedLink, undoBtn)),
     );
     if (undoBtn) undoBtn.addEventListener('click', () => askUndo(r, undoBtn));
     logBtn.addEventListener('click', () => toggle(r, tr, logBtn));
     if (resultBtn) resultBtn.addEventListener('click', () => download(r, resultBtn));
+    showFailures(r, tr);
     return tr;
+  }
+
+  function failedRow(r) {
+    const cell = el('td', { colSpan: columns() }, el('span', { className: 'muted' }, 'Reading the failed rows…'));
+    (failures(r) || Promise.resolve(null)).then((f) => {
+      cell.replaceChildren(f
+        ? Tools.failuresTable(f, ['What failed in ', ...titled(r.title || r.name)])
+        : el('span', { className: 'muted' }, 'The failed rows cannot be read.'));
+    });
+    return el('tr', { className: 'details-row', dataset: { failedOf: r.rid } }, cell);
+  }
+
+  function toggleFailed(r, tr, btn) {
+    const shown = tr.parentNode.querySelector(`tr[data-failed-of="${CSS.escape(r.rid)}"]`);
+    if (openFailed.has(r.rid)) {
+      openFailed.delete(r.rid);
+      if (shown) shown.remove();
+      btn.textContent = 'Failed rows';
+    } else {
+      openFailed.add(r.rid);
+      tr.after(failedRow(r));
+      btn.textContent = 'Hide failed rows';
+    }
   }
 
   function detailsRow(r) {
@@ -183,10 +248,10 @@
   }
 
   function toggle(r, tr, btn) {
-    const next = tr.nextElementSibling;
+    const shown = tr.parentNode.querySelector(`tr[data-details-of="${CSS.escape(r.rid)}"]`);
     if (open.has(r.rid)) {
       open.delete(r.rid);
-      if (next && next.dataset.detailsOf === r.rid) next.remove();
+      if (shown) shown.remove();
       btn.textContent = 'Log';
     } else {
       open.add(r.rid);
@@ -200,6 +265,7 @@
     const rows = [];
     for (const r of records) {
       rows.push(row(r));
+      if (openFailed.has(r.rid)) rows.push(failedRow(r));
       if (open.has(r.rid)) rows.push(detailsRow(r));
     }
     body.replaceChildren(...rows);

@@ -473,6 +473,7 @@
       link.download = name;
       link.textContent = `Download ${name}`;
       link.hidden = false;
+      if (counts.failed) showFailedRows(run.rid);
     } catch (e) {
       if (e instanceof Tools.SessionEnded) return;
       $('summary-ok').textContent = '';
@@ -480,8 +481,27 @@
     }
   }
 
+  /** The first failed rows (at most 100) with their `res`, under the summary. */
+  async function showFailedRows(rid) {
+    const box = $('failed-rows');
+    try {
+      const found = await Tools.failures(rid);
+      if (!run || run.rid !== rid) return;
+      const n = found.failed.toLocaleString('en');
+      box.replaceChildren(Tools.failuresTable(found, `The ${n} failed row${found.failed === 1 ? '' : 's'}: fix them in the result file and upload it again`));
+      box.hidden = false;
+    } catch (e) {
+      if (!(e instanceof Tools.SessionEnded)) {
+        box.replaceChildren(el('p', { className: 'muted' }, `The failed rows cannot be shown: ${e.message}`));
+        box.hidden = false;
+      }
+    }
+  }
+
   function again() {
     if (run && run.source) run.source.close();
+    $('failed-rows').hidden = true;
+    $('failed-rows').replaceChildren();
     run = null;
     sessionStorage.removeItem(RUN_KEY);
     $('run').hidden = true;
