@@ -6,6 +6,7 @@ pub mod format;
 mod json_schema;
 mod locate;
 mod raw;
+pub mod rules;
 pub mod value;
 
 pub use compile::{Diagnostic, compile_dir, compile_sources};

@@ -22,6 +22,7 @@ pub mod points;
 mod postgres;
 pub mod request_log;
 pub mod requests;
+pub mod rules;
 pub mod snapshot;
 mod sql;
 mod sqlite;
