@@ -47,20 +47,7 @@ mod tests {
     use serde_json::json;
 
     fn field(ty: FieldType) -> Field {
-        Field {
-            name: "f".into(),
-            ty,
-            required: false,
-            default: None,
-            unique: false,
-            index: false,
-            max_length: None,
-            secret: false,
-            write_role: None,
-            description: None,
-            renamed_from: None,
-            line: 1,
-        }
+        Field::new("f", ty)
     }
 
     #[test]

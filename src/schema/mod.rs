@@ -187,6 +187,26 @@ pub struct Entity {
     pub update_validator: jsonschema::Validator,
 }
 
+impl Field {
+    /// A field of type `ty` with no other setting (optional, no default, no index).
+    pub fn new(name: &str, ty: FieldType) -> Field {
+        Field {
+            name: name.to_string(),
+            ty,
+            required: false,
+            default: None,
+            unique: false,
+            index: false,
+            max_length: None,
+            secret: false,
+            write_role: None,
+            description: None,
+            renamed_from: None,
+            line: 1,
+        }
+    }
+}
+
 impl Entity {
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)

@@ -675,20 +675,7 @@ mod tests {
     use crate::schema::Field;
 
     fn field(name: &str, ty: FieldType) -> Field {
-        Field {
-            name: name.into(),
-            ty,
-            required: false,
-            default: None,
-            unique: false,
-            index: false,
-            max_length: None,
-            secret: false,
-            description: None,
-            write_role: None,
-            renamed_from: None,
-            line: 1,
-        }
+        Field::new(name, ty)
     }
 
     fn catalog() -> BTreeMap<String, Vec<Field>> {

@@ -188,20 +188,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn field(name: &str, ty: FieldType) -> Field {
-        Field {
-            name: name.into(),
-            ty,
-            required: false,
-            default: None,
-            unique: false,
-            index: false,
-            max_length: None,
-            secret: false,
-            write_role: None,
-            description: None,
-            renamed_from: None,
-            line: 1,
-        }
+        Field::new(name, ty)
     }
 
     fn catalog() -> BTreeMap<String, Vec<Field>> {
