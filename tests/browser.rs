@@ -303,6 +303,18 @@ fn thousands(n: usize) -> String {
     out
 }
 
+/// Starts the upload chosen on the upload page, once its Start button is enabled.
+async fn start_upload(b: &Browser) {
+    b.wait_js(
+        "an enabled Start",
+        10,
+        "return !document.getElementById('start').disabled;",
+        json!([]),
+    )
+    .await;
+    b.click("#start").await;
+}
+
 fn csv_rows(text: &str) -> Vec<Vec<String>> {
     csv::ReaderBuilder::new()
         .delimiter(b';')
@@ -459,14 +471,7 @@ async fn scenario(app: &TestApp, b: &Browser) {
     assert!(b.visible_text("#zip-options").await.is_none());
 
     // Start, and follow the progress bar.
-    b.wait_js(
-        "an enabled Start",
-        10,
-        "return !document.getElementById('start').disabled;",
-        json!([]),
-    )
-    .await;
-    b.click("#start").await;
+    start_upload(b).await;
     let t0 = Instant::now();
     let mut seen: Vec<f64> = Vec::new();
     let mut running_shot = false;

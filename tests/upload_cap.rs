@@ -18,26 +18,17 @@ const CAP: u64 = 8_000_000;
 
 /// Every file below the data directory with its size, but the SQLite database's own files.
 fn listing(data: &Path) -> BTreeMap<PathBuf, u64> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![data.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if !p
-                .file_name()
+    files_below(data)
+        .into_iter()
+        .filter(|p| {
+            !p.file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("entiserve.db"))
-            {
-                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
-                out.insert(p.strip_prefix(data).unwrap().to_path_buf(), len);
-            }
-        }
-    }
-    out
+        })
+        .map(|p| {
+            let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            (p.strip_prefix(data).unwrap().to_path_buf(), len)
+        })
+        .collect()
 }
 
 /// Waits (a refused upload's stored files are removed as its request ends) until the data

@@ -6,7 +6,7 @@
 //! `/docs`; and the buttons a role that may not write does not get. Screenshots of each page go
 //! to the book (`docs/src/images/console-*.png`).
 
-use super::{Browser, csv_rows};
+use super::{Browser, csv_rows, start_upload};
 use crate::common::*;
 use reqwest::Method;
 use serde_json::json;
@@ -109,15 +109,6 @@ async fn wait_notice(b: &Browser, contains: &str) -> String {
         )
         .await;
     v.as_str().unwrap().to_string()
-}
-
-async fn count(app: &TestApp, entity: &str) -> String {
-    let r = app
-        .admin(Method::GET, &format!("/{entity}?limit=1"))
-        .send()
-        .await
-        .unwrap();
-    r.headers()["x-total-count"].to_str().unwrap().to_string()
 }
 
 /// The whole console scenario on `app` (with [`PRODUCTS`] and [`REGIONS`]).
@@ -369,7 +360,7 @@ async fn delete_many(app: &TestApp, b: &Browser) {
     assert!(asked.contains("Delete 3 objects of products"), "{asked}");
     b.click("#confirm [data-action=\"confirm\"]").await;
     wait_notice(b, "Deleted 3 of 3 objects of products").await;
-    assert_eq!(count(app, "products").await, "1", "only the jug is left");
+    assert_eq!(count(app, "products").await, 1, "only the jug is left");
     let rid = b
         .js(
             "return document.getElementById('undo-batch').dataset.rid;",
@@ -389,7 +380,7 @@ async fn delete_many(app: &TestApp, b: &Browser) {
     book_shot(b, "console-data-deleted").await;
     b.click("#undo-batch").await;
     wait_notice(b, "The delete was undone").await;
-    assert_eq!(count(app, "products").await, "4", "the three are back");
+    assert_eq!(count(app, "products").await, 4, "the three are back");
     b.wait_js(
         "the rows back",
         20,
@@ -416,14 +407,7 @@ async fn upload_with_failures(b: &Browser) -> String {
     b.click("#entity option[value=\"campaigns\"]").await;
     b.type_into("#file", file.to_str().unwrap()).await;
     b.wait_visible("#preview-sep", 10).await;
-    b.wait_js(
-        "an enabled Start",
-        10,
-        "return !document.getElementById('start').disabled;",
-        json!([]),
-    )
-    .await;
-    b.click("#start").await;
+    start_upload(b).await;
     let lines = b
         .wait_js(
             "the failed rows",
