@@ -1,8 +1,8 @@
 //! `POST /tools/uploader.ex.php`: a CSV upload, run synchronously (the result CSV, or a
 //! streamed progress log) or as a background request.
 
+use super::api::Tag;
 use super::api::{Body as Media, E400, E413, E415, Replies, Reply, SIGNED, Signed, Streamed};
-use super::api::{Tag, state as app_state};
 use super::error::{ApiError, Result};
 use super::{AppState, json_response};
 use crate::engine::Caller;
@@ -12,172 +12,15 @@ use crate::uploader::run::{self, Sink};
 use crate::uploader::{Plan, UploadError, validate};
 use poem::http::StatusCode;
 use poem::web::Data;
-use poem::{Body, Request, RequestBody, Response};
+use poem::{Body, Response};
+use poem_openapi::OpenApi;
 use poem_openapi::param::Header;
-use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaRef, Registry};
-use poem_openapi::types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
-use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, Object, OpenApi};
+use poem_openapi::types::Type;
 use serde_json::json;
 use std::sync::Arc;
 
-/// The uploader's form. `entity` names one of the entities in force.
-#[derive(Object)]
-#[oai(rename = "Upload", example, skip_serializing_if_is_none)]
-struct UploadForm {
-    /// the entity the rows apply to
-    entity: String,
-    /// the CSV file, or a ZIP bundle of a CSV with `pages.pdf` or a `res/` folder
-    csvfile: FileField,
-    /// 1/yes/true to run in the background and answer 202 at once; 0/no/false (the default)
-    /// not to
-    #[oai(validator(
-        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
-    ))]
-    bgrs: Option<String>,
-    /// the file's character encoding (a WHATWG label such as utf-8, windows-1252,
-    /// iso-8859-1); default utf-8
-    encoding: Option<String>,
-    /// 1/yes/true to stream one line per row as it runs instead of the result file;
-    /// 0/no/false (the default) not to
-    #[oai(validator(
-        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
-    ))]
-    show_progress: Option<String>,
-    /// 1/yes/true to answer with the result file's content; 0/no/false (the default) not to
-    #[oai(validator(
-        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
-    ))]
-    get_content: Option<String>,
-    /// the campaign a ZIP bundle's pages belong to; empty or absent: a new campaign
-    #[oai(validator(pattern = r"^\s*([+-]?[0-9]+)?\s*$"))]
-    campaign_id: Option<String>,
-    /// 1/yes/true for a dry run: every row is checked and executed as for real inside a
-    /// transaction that is then rolled back; the result says what would happen (no ids for
-    /// rows that would create) and nothing is kept. 0/no/false (the default) to apply
-    #[oai(validator(
-        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
-    ))]
-    dry_run: Option<String>,
-    /// 1/yes/true to apply the whole file in one transaction or nothing of it: when a row
-    /// fails, no row is applied, and every other row's res says so. 0/no/false (the default):
-    /// each row applies on its own
-    #[oai(validator(
-        pattern = r"^\s*([01]|[Yy][Ee][Ss]|[Nn][Oo]|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?\s*$"
-    ))]
-    atomic: Option<String>,
-}
-
-impl Example for UploadForm {
-    fn example() -> Self {
-        UploadForm {
-            entity: "campaigns".into(),
-            csvfile: FileField("op,name\nc,spring catalogue\n".into()),
-            bgrs: Some("1".into()),
-            encoding: None,
-            show_progress: None,
-            get_content: None,
-            campaign_id: None,
-            dry_run: None,
-            atomic: None,
-        }
-    }
-}
-
-/// A file field of a form: bytes.
-struct FileField(String);
-
-impl Type for FileField {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Self;
-    type RawElementValueType = Self;
-
-    fn name() -> std::borrow::Cow<'static, str> {
-        "string_binary".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "binary")))
-    }
-
-    fn as_raw_value(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
-        Box::new(std::iter::once(self))
-    }
-}
-
-impl ParseFromJSON for FileField {
-    fn parse_from_json(value: Option<serde_json::Value>) -> ParseResult<Self> {
-        match value {
-            Some(serde_json::Value::String(s)) => Ok(FileField(s)),
-            v => Err(ParseError::expected_type(v.unwrap_or_default())),
-        }
-    }
-}
-
-impl ToJSON for FileField {
-    fn to_json(&self) -> Option<serde_json::Value> {
-        Some(serde_json::Value::String(self.0.clone()))
-    }
-}
-
-/// The uploader's form as received: its fields, and the file streamed to a scratch file
-/// within the size limits.
-struct Form(Received);
-
-impl<'a> ApiExtractor<'a> for Form {
-    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
-    type ParamType = ();
-    type ParamRawType = ();
-
-    fn register(registry: &mut Registry) {
-        UploadForm::register(registry);
-    }
-
-    fn request_meta() -> Option<MetaRequest> {
-        Some(MetaRequest {
-            description: None,
-            content: vec![MetaMediaType {
-                content_type: "multipart/form-data",
-                schema: MetaSchemaRef::Reference("Upload".into()),
-            }],
-            required: true,
-        })
-    }
-
-    async fn from_request(
-        req: &'a Request,
-        body: &mut RequestBody,
-        _: ExtractParamOptions<()>,
-    ) -> poem::Result<Self> {
-        let state = app_state(req);
-        let ctype = req.header("content-type").unwrap_or("");
-        if !ctype
-            .to_ascii_lowercase()
-            .starts_with("multipart/form-data")
-        {
-            return Err(ApiError::UnsupportedMediaType(
-                "the uploader takes multipart/form-data".into(),
-            )
-            .into());
-        }
-        let received = intake::receive(
-            ctype,
-            body.take()?,
-            &intake::work_dir(&state.settings.data_dir),
-            "csvfile",
-            intake::FormLimits {
-                file: state.settings.max_upload_bytes,
-                field: state.settings.max_field_bytes as u64,
-            },
-        )
-        .await
-        .map_err(ApiError::from)?;
-        Ok(Form(received))
-    }
-}
+mod form;
+use form::Form;
 
 /// What an upload answers.
 pub struct UploadReplies;
