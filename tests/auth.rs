@@ -177,7 +177,8 @@ async fn users_rules() {
             .unwrap(),
     )
     .await;
-    assert_eq!((s, error_code(&b)), (403, "forbidden".into()));
+    // Another user's record does not exist for a user (the rule `view: id = @caller.id`).
+    assert_eq!((s, error_code(&b)), (404, "not_found".into()));
     let r = a(Method::GET, "/users").send().await.unwrap();
     assert_eq!(
         r.headers()["x-total-count"],
@@ -209,7 +210,7 @@ async fn users_rules() {
             .unwrap(),
     )
     .await;
-    assert_eq!(s, 403);
+    assert_eq!(s, 404, "a record the user may not view");
     let (s, b) = json(
         a(Method::PUT, &format!("/users/{alice}"))
             .json(&json!({"role": "admin"}))

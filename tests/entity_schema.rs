@@ -197,8 +197,8 @@ fn known_mistakes_are_rejected_by_the_schema_and_by_check() {
             "did you mean `access`?",
         ),
         (
-            "access: { read: root }\nfields: {}\n",
-            "must be `user` or `admin`",
+            "access: { read: 5 }\nfields: {}\n",
+            "must be `public`, a role, a list of roles or an expression",
         ),
         (
             "plugins: [pdf_marker]\nfields: {}\n",

@@ -280,7 +280,7 @@ impl Auth {
         let system = Caller {
             id: 0,
             login: "system".into(),
-            role: Role::Admin,
+            role: Role::admin(),
         };
         if let Some(why) = password::policy_problem(&password) {
             tracing::warn!(
@@ -320,11 +320,7 @@ pub fn caller_of(user: &UserRow) -> Caller {
     Caller {
         id: user.id,
         login: user.login.clone(),
-        role: user
-            .role
-            .as_deref()
-            .and_then(Role::parse)
-            .unwrap_or(Role::User),
+        role: Role::new(user.role.as_deref().unwrap_or(Role::USER)),
     }
 }
 

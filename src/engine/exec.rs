@@ -2,10 +2,14 @@
 //! Item-level failures (a taken unique value, a missing reference, no such id) are outcomes;
 //! only a broken database is an `Err`, which aborts the transaction.
 
+use super::access::{Guard, Need};
 use super::prepare::Prepared;
 use super::{CallError, Caller, Engine, Op, Outcome, render};
+use crate::schema::Action;
+use crate::schema::rules::Rule;
 use crate::schema::{Entity, FieldType};
 use crate::storage::entity::{self, Target};
+use crate::storage::rules::{self, Bindings, Test};
 use crate::storage::{Exec, PoolExec, Row, StorageError, Value};
 
 /// Runs one prepared call on `ex`. With `isolate`, the call runs inside a savepoint so that its
@@ -164,6 +168,19 @@ async fn run(
         Some(id) => Target::Id(id),
         None => Target::Key(&p.key),
     };
+    let mut may_create = true;
+    if let Some(g) = &p.guard {
+        match guarded(ex, d, p, g, target).await? {
+            Guarded::Go => {}
+            Guarded::NoRow if p.op == Op::Save => {}
+            Guarded::NoRow => return Ok(Done::Missing),
+            Guarded::Refused(why) => return Ok(Done::Refused(why)),
+        }
+        may_create = g.create != Need::Fail;
+    }
+    if p.op == Op::Save && !may_create {
+        return Ok(Done::Refused(super::access::refused(e, Action::Create)));
+    }
     match p.op {
         Op::Create => entity::insert(ex, d, e, p.values.clone())
             .await
@@ -194,6 +211,59 @@ async fn run(
             })
         }
     }
+}
+
+/// What the rules a write's guard leaves to its transaction decide.
+enum Guarded {
+    Go,
+    /// No row has that id or key (or the caller may not see it).
+    NoRow,
+    Refused(CallError),
+}
+
+/// Decides a write's remaining rules: a create's on its values, an update's or delete's (and
+/// `view`) on the stored row, which PostgreSQL keeps locked until the write.
+async fn guarded(
+    ex: &mut dyn Exec,
+    d: crate::storage::Dialect,
+    p: &Prepared,
+    g: &Guard,
+    target: Target<'_>,
+) -> Result<Guarded, StorageError> {
+    let e = p.entity.as_ref();
+    let new = (p.op != Op::Delete).then_some(p.values.as_slice());
+    let bind = Bindings {
+        caller: &g.caller,
+        new,
+    };
+    let action = super::access::op_action(p.op);
+    let test = |need: Need, action: Action| match (need, e.access.rule(action)) {
+        (Need::Sql, Rule::Expr(x)) => Test::Expr(x),
+        (need, _) => Test::Known(need != Need::Fail),
+    };
+    if p.op == Op::Create {
+        let passes = match test(g.op, action) {
+            Test::Known(b) => b,
+            Test::Expr(x) => rules::check_new(ex, d, x, &bind).await?,
+        };
+        return Ok(if passes {
+            Guarded::Go
+        } else {
+            Guarded::Refused(super::access::refused(e, action))
+        });
+    }
+    let tests = [test(g.view, Action::View), test(g.op, action)];
+    Ok(
+        match rules::check_row(ex, d, e, target, tests, &bind).await? {
+            None => Guarded::NoRow,
+            Some((false, _)) if p.op == Op::Save => {
+                Guarded::Refused(super::access::refused(e, Action::Update))
+            }
+            Some((false, _)) => Guarded::NoRow,
+            Some((true, false)) => Guarded::Refused(super::access::refused(e, action)),
+            Some((true, true)) => Guarded::Go,
+        },
+    )
 }
 
 /// Which reference field of a failed write names a missing object (looked up outside the
@@ -240,6 +310,8 @@ async fn referrers(engine: &Engine, e: &Entity, id: Option<i64>) -> Vec<String> 
 /// Whether two prepared creates write the same columns of the same entity.
 pub fn same_shape(a: &Prepared, b: &Prepared) -> bool {
     a.op == Op::Create
+        && a.guard.is_none()
+        && b.guard.is_none()
         && b.op == Op::Create
         && std::sync::Arc::ptr_eq(&a.entity, &b.entity)
         && a.values.len() == b.values.len()

@@ -2,6 +2,7 @@
 //! become a [`Call`], which is checked against the entity's compiled schema and access rules
 //! ([`prepare`]), then executed in a storage transaction ([`exec`]). The engine knows no HTTP.
 
+pub mod access;
 mod ahead;
 pub mod batch;
 pub mod changes;
@@ -43,7 +44,17 @@ pub struct Caller {
 
 impl Caller {
     pub fn is_admin(&self) -> bool {
-        self.role == Role::Admin
+        self.role.is_admin()
+    }
+
+    /// A request without credentials, on a route an entity's `public` rule opens: no user
+    /// (id 0) and no role, so that no rule but `public` admits it.
+    pub fn anonymous() -> Caller {
+        Caller {
+            id: 0,
+            login: String::new(),
+            role: Role::new(""),
+        }
     }
 }
 
@@ -183,6 +194,7 @@ impl Engine {
         }
         if let Some(c) = &self.creates
             && prepared.op == Op::Create
+            && prepared.guard.is_none()
         {
             return gather::submit(c, caller, prepared).await;
         }
@@ -214,7 +226,9 @@ impl Engine {
         caller: &Caller,
         prepared: &prepare::Prepared,
     ) -> Result<Outcome, crate::storage::StorageError> {
-        if self.storage.dialect() == crate::storage::Dialect::Postgres {
+        // A write whose rules are decided on rows reads its row and writes it in one
+        // transaction.
+        if self.storage.dialect() == crate::storage::Dialect::Postgres && prepared.guard.is_none() {
             // A call is one statement (a save by key: statements that each stand alone) (insert, update or delete ... RETURNING), atomic on its
             // own, and PostgreSQL's triggers count its rows inside it: no BEGIN and COMMIT
             // round trips around it.

@@ -3,7 +3,7 @@
 
 use super::hooks::CallHooks;
 use super::{Call, CallError, Caller, Op};
-use crate::schema::{Catalog, Entity, FieldType, Role, value};
+use crate::schema::{Catalog, Entity, FieldType, value};
 use crate::storage::Value;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
@@ -24,6 +24,8 @@ pub struct Prepared {
     /// A save: the values a create writes (`values` with defaults and `created_dt`), or why it
     /// cannot create.
     pub create: Option<Result<Vec<(String, Value)>, CallError>>,
+    /// What the caller's access rules leave to decide on rows, in the write's transaction.
+    pub guard: Option<super::access::Guard>,
 }
 
 impl Prepared {
@@ -36,6 +38,7 @@ impl Prepared {
             values,
             key: Vec::new(),
             create: None,
+            guard: None,
         }
     }
 
@@ -88,15 +91,6 @@ fn invalid(fields: BTreeMap<String, String>) -> CallError {
     }
 }
 
-/// Whether `caller` may write `e`'s object `id` (None for create, or for an object named by
-/// its key: then only a caller with the entity's write role may).
-fn may_write(e: &Entity, caller: &Caller, op: Op, id: Option<i64>) -> bool {
-    if e.access.write.admits(caller.role) {
-        return true;
-    }
-    op == Op::Update && e.access.own_update && id == Some(caller.id)
-}
-
 /// The values of `e`'s key that name an object, from the call's values; every key field must
 /// be given.
 fn key_values(e: &Entity, values: &[(String, Value)]) -> Result<Vec<(String, Value)>, CallError> {
@@ -123,12 +117,6 @@ fn key_values(e: &Entity, values: &[(String, Value)]) -> Result<Vec<(String, Val
     }
 }
 
-/// Whether `caller` may read `e`'s object `id` (None: the collection).
-pub fn may_read(e: &Entity, caller: &Caller, id: Option<i64>) -> bool {
-    e.access.read.admits(caller.role)
-        || (e.access.own_read && (id.is_none() || id == Some(caller.id)))
-}
-
 /// Checks a call and turns it into the values to write.
 pub async fn prepare(
     hooks: &dyn CallHooks,
@@ -153,10 +141,13 @@ pub async fn prepare_at(
     let e = entity.as_ref();
     let mut call = call;
     hooks.before_call(e, caller, &mut call)?;
-    resolve_op(e, caller, &mut call)?;
+    resolve_op(e, &mut call)?;
+    let mut guard = super::access::guard(e, caller, call.op)?;
     if call.op == Op::Delete {
         if call.id.is_some() {
-            return Ok(Prepared::plain(entity, call.op, call.id, Vec::new()));
+            let mut p = Prepared::plain(entity, call.op, call.id, Vec::new());
+            p.guard = guard;
+            return Ok(p);
         }
         // Named by its key: the key's values are checked like any value of those fields;
         // other parameters are ignored, as for a delete by id.
@@ -167,8 +158,17 @@ pub async fn prepare_at(
     check_secrets(e, prehashed, &params)?;
     check_params(e, caller, &call, &mut params)?;
     let params = validate(e, call.op, params)?;
-    let mut values = coerce(e, call.op, prehashed, params).await?;
+    let mut values = coerce(e, caller, call.op, prehashed, params).await?;
     if call.op == Op::Create {
+        if let Some(g) = &mut guard {
+            super::access::decide_create_locally(e, caller, &values, g)?;
+            if [g.view, g.op]
+                .iter()
+                .all(|n| *n == super::access::Need::Pass)
+            {
+                guard = None;
+            }
+        }
         values.push(("created_dt".into(), Value::text(now)));
     }
     let key = if call.id.is_none() && call.op != Op::Create {
@@ -179,20 +179,22 @@ pub async fn prepare_at(
     if call.op == Op::Delete {
         let mut p = Prepared::plain(entity, call.op, None, Vec::new());
         p.key = key;
+        p.guard = guard;
         return Ok(p);
     }
-    let create = (call.op == Op::Save).then(|| create_values(e, &values, now));
+    let create = (call.op == Op::Save).then(|| create_values(e, caller, &values, now));
     values.push(("updated_dt".into(), Value::text(now)));
     let mut p = Prepared::plain(entity, call.op, call.id, values);
     p.key = key;
     p.create = create;
+    p.guard = guard;
     Ok(p)
 }
 
 /// The operation a call really is (a save by id is an update; one without an id creates
 /// unless a key can name the object), refused when it names no object or the caller's role
 /// may not run it.
-fn resolve_op(e: &Entity, caller: &Caller, call: &mut Call) -> Result<(), CallError> {
+fn resolve_op(e: &Entity, call: &mut Call) -> Result<(), CallError> {
     match (call.op, call.id) {
         (Op::Save, Some(_)) => call.op = Op::Update,
         (Op::Save, None) if !e.has_key() => call.op = Op::Create,
@@ -206,18 +208,6 @@ fn resolve_op(e: &Entity, caller: &Caller, call: &mut Call) -> Result<(), CallEr
                 e.name
             ),
         ));
-    }
-    if !may_write(e, caller, call.op, call.id) {
-        return Err(CallError::Forbidden(format!(
-            "your role may not {} {}",
-            match call.op {
-                Op::Create => "create",
-                Op::Update => "update",
-                Op::Delete => "delete",
-                Op::Save => "create or update",
-            },
-            e.name
-        )));
     }
     Ok(())
 }
@@ -269,12 +259,12 @@ fn check_params(
     }
     for k in params.keys().filter(|_| call.op != Op::Delete) {
         let f = e.field(k).expect("checked above");
-        if let Some(role) = f.write_role
-            && !role.admits(caller.role)
+        if let Some(role) = &f.write_role
+            && !role.admits(&caller.role)
         {
             return Err(CallError::Forbidden(format!(
-                "only an {} may set `{k}`",
-                role_name(role)
+                "only the role `{}` (or an admin) may set `{k}`",
+                role.as_str()
             )));
         }
     }
@@ -337,6 +327,7 @@ fn validate(e: &Entity, op: Op, params: Map<String, Json>) -> Result<Map<String,
 /// secrets hashed (or kept, when `prehashed`).
 async fn coerce(
     e: &Entity,
+    caller: &Caller,
     op: Op,
     prehashed: bool,
     params: Map<String, Json>,
@@ -388,6 +379,7 @@ async fn coerce(
             Some(v) => v,
             None => match (&f.default, op) {
                 (Some(d), Op::Create) => d.clone(),
+                (None, Op::Create) if f.default_caller => Json::from(caller.id),
                 _ => continue,
             },
         };
@@ -409,6 +401,7 @@ async fn coerce(
 /// given, and the times; or, when a required field is missing, the error a create gives.
 fn create_values(
     e: &Entity,
+    caller: &Caller,
     values: &[(String, Value)],
     now: &str,
 ) -> Result<Vec<(String, Value)>, CallError> {
@@ -419,6 +412,7 @@ fn create_values(
             Some(given) => out.push(given.clone()),
             None => match &f.default {
                 Some(d) => out.push((f.name.clone(), Value::from_json(f.ty.col_type(), d))),
+                None if f.default_caller => out.push((f.name.clone(), Value::int(caller.id))),
                 None if f.required => {
                     missing.insert(f.name.clone(), "is required".to_string());
                 }
@@ -515,8 +509,4 @@ fn secret_problem(kind: &jsonschema::error::ValidationErrorKind) -> &'static str
         }
         _ => "is invalid",
     }
-}
-
-fn role_name(r: Role) -> &'static str {
-    r.as_str()
 }

@@ -5,11 +5,11 @@
 //! core is in progress; more wait their turn without using the CPU, which leaves it to point
 //! reads (an object by id, a sign-in), which are never queued.
 
-use super::prepare::may_read;
+use super::access::{self, ListRule, ViewCheck};
 use super::{CallError, Caller, Engine, internal, render};
 use super::{cursor, query};
 use crate::schema::Entity;
-use crate::storage::{ListExec, PoolExec, Value, entity};
+use crate::storage::{ListExec, PoolExec, entity};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
@@ -64,12 +64,60 @@ impl Engine {
     /// One object.
     pub async fn get(&self, caller: &Caller, name: &str, id: i64) -> Result<Json, CallError> {
         let e = self.entity(name)?;
-        if !may_read(&e, caller, Some(id)) {
-            return Err(CallError::Forbidden(format!(
-                "your role may not read this {name} object"
-            )));
+        let missing = || CallError::NotFound {
+            entity: name.to_string(),
+            id,
+        };
+        let check = access::view_check(&e, caller)?;
+        let row = match check {
+            ViewCheck::Hidden => return Err(missing()),
+            ViewCheck::InSql(x) => {
+                let mut pool = PoolExec(self.storage.as_ref());
+                let d = self.storage.dialect();
+                let who = access::values_of(caller);
+                crate::storage::rules::get_where(&mut pool, d, &e, id, x, &who).await
+            }
+            ViewCheck::None | ViewCheck::OnRow(_) => self.read_row(&e, id).await?,
+        };
+        match row.map_err(internal)? {
+            Some(row) => match check {
+                ViewCheck::OnRow(x) if !access::row_passes(&e, x, caller, &row) => Err(missing()),
+                _ => Ok(render::object(&e, &row)),
+            },
+            None => Err(missing()),
         }
-        let row = match &self.points {
+    }
+
+    /// Whether `caller` may read the stored file at `url` of entity `name`: its rule admits
+    /// every row, or a row it admits holds the URL.
+    pub async fn file_visible(
+        &self,
+        caller: &Caller,
+        name: &str,
+        url: &str,
+    ) -> Result<bool, CallError> {
+        let e = self.entity(name)?;
+        Ok(
+            match access::list_filter(&e, crate::schema::Action::View, caller) {
+                Err(_) | Ok(Some(ListRule::Nothing)) => false,
+                Ok(None) => true,
+                Ok(Some(ListRule::Where(f))) => {
+                    let mut pool = PoolExec(self.storage.as_ref());
+                    crate::storage::rules::row_mentions(&mut pool, self.storage.dialect(), &f, url)
+                        .await
+                        .map_err(internal)?
+                }
+            },
+        )
+    }
+
+    /// The row `id` of `e`, through the shared point reads where there are some.
+    async fn read_row(
+        &self,
+        e: &Arc<Entity>,
+        id: i64,
+    ) -> Result<Result<Option<crate::storage::Row>, crate::storage::StorageError>, CallError> {
+        Ok(match &self.points {
             Some(q) => {
                 let (reply, rx) = tokio::sync::oneshot::channel();
                 let job = super::points::Job {
@@ -84,26 +132,15 @@ impl Engine {
             }
             None => {
                 let mut pool = PoolExec(self.storage.as_ref());
-                entity::get(&mut pool, self.storage.dialect(), &e, id).await
+                entity::get(&mut pool, self.storage.dialect(), e, id).await
             }
-        };
-        match row.map_err(internal)? {
-            Some(row) => Ok(render::object(&e, &row)),
-            None => Err(CallError::NotFound {
-                entity: name.to_string(),
-                id,
-            }),
-        }
+        })
     }
 
     /// A page of a collection: filtered, sorted, with the chosen columns (see [`ListQuery`]).
     pub async fn list(&self, caller: &Caller, name: &str, q: ListQuery) -> Result<Page, CallError> {
         let e = self.entity(name)?;
-        if !may_read(&e, caller, None) {
-            return Err(CallError::Forbidden(format!(
-                "your role may not read {name}"
-            )));
-        }
+        let rule = access::list_filter(&e, crate::schema::Action::List, caller)?;
         let mut conds = query::filters(&e, q.filters)?;
         if let Some(rid) = q.changed_by {
             conds.push(query::changed_by(rid)?);
@@ -122,9 +159,21 @@ impl Engine {
                 entity::Start::After(query::after(&e, &sort, &cursor::decode(&c)?)?)
             }
         };
-        if !e.access.read.admits(caller.role) {
-            // Only one's own record is visible.
-            conds.push(entity::Filter::eq("id", Value::int(caller.id)));
+        match rule {
+            None => {}
+            Some(ListRule::Nothing) => {
+                return Ok(Page {
+                    entity: e,
+                    items: Vec::new(),
+                    total: 0,
+                    next: None,
+                    columns,
+                });
+            }
+            Some(ListRule::Where(f)) => conds.push(entity::Filter {
+                column: "id".into(),
+                cond: entity::Cond::Rule(Box::new(f)),
+            }),
         }
         let _turn = self
             .lists

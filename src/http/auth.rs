@@ -208,7 +208,7 @@ impl AuthApi {
         Data(state): Data<&Arc<AppState>>,
     ) -> Reply<Me, SIGNED> {
         let system = crate::engine::Caller {
-            role: crate::schema::Role::Admin,
+            role: crate::schema::Role::admin(),
             ..caller.clone()
         };
         let user = state.engine.get(&system, "users", caller.id).await?;

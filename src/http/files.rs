@@ -89,9 +89,9 @@ async fn file(
 ) -> Result<Response, ApiError> {
     let missing = || ApiError::NotFound("no stored file at this path".into());
     let entity = key.split('/').next().unwrap_or_default();
-    let catalog = state.engine.catalog.load();
-    let e = catalog.get(entity).ok_or_else(missing)?;
-    if !e.access.read.admits(caller.role) {
+    let url = crate::files::url_of(key);
+    let visible = state.engine.file_visible(caller, entity, &url).await;
+    if !visible.unwrap_or(false) {
         return Err(missing());
     }
     let mut resp = super::ranged::answer(&state.files, key, headers)

@@ -3,7 +3,8 @@
 //! referenced entity, who may read and write the entity, and the field that names an object in a
 //! reference picker. Taken from the catalog in force, so the forms follow a reload.
 
-use crate::schema::{Catalog, Entity, Field, FieldType};
+use crate::schema::rules::Rule;
+use crate::schema::{Action, Catalog, Entity, Field, FieldType};
 use serde_json::{Map, Value as Json, json};
 
 /// Every entity of `catalog`, by name.
@@ -20,14 +21,31 @@ fn entity(e: &Entity) -> Json {
         "name": e.name,
         "key": e.key,
         "label": label_field(e),
-        "access": {
-            "read": e.access.read.as_str(),
-            "write": e.access.write.as_str(),
-            "own_read": e.access.own_read,
-            "own_update": e.access.own_update,
-        },
+        "access": access(e),
         "fields": e.fields.iter().map(field).collect::<Vec<_>>(),
     })
+}
+
+/// Each rule as written, with its roles when it is a list of roles (`public: true` when it
+/// needs no credentials): what a page can decide without rows. An expression is decided by
+/// the server, row by row.
+fn access(e: &Entity) -> Json {
+    let mut out = Map::new();
+    for a in Action::ALL {
+        let mut o = Map::new();
+        o.insert("rule".into(), json!(e.access.written(a)));
+        match e.access.rule(a) {
+            Rule::Public => {
+                o.insert("public".into(), json!(true));
+            }
+            Rule::Roles(roles) => {
+                o.insert("roles".into(), json!(roles));
+            }
+            Rule::Expr(_) => {}
+        }
+        out.insert(a.key().into(), Json::Object(o));
+    }
+    Json::Object(out)
 }
 
 fn field(f: &Field) -> Json {
@@ -52,7 +70,7 @@ fn field(f: &Field) -> Json {
     if f.secret {
         put("secret", json!(true));
     }
-    if let Some(r) = f.write_role {
+    if let Some(r) = &f.write_role {
         put("write", json!(r.as_str()));
     }
     if let Some(d) = &f.description {
@@ -100,7 +118,8 @@ mod tests {
         let d = describe(&c);
         let t = &d["things"];
         assert_eq!(t["label"], "code");
-        assert_eq!(t["access"]["write"], "admin");
+        assert_eq!(t["access"]["update"]["roles"], json!(["admin"]));
+        assert_eq!(t["access"]["list"]["rule"], "[user]");
         assert_eq!(
             t["fields"][0],
             json!({"name": "code", "type": "string", "required": true, "max_length": 8})

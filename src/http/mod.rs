@@ -70,6 +70,44 @@ impl<'a> FromRequest<'a> for Authed {
     }
 }
 
+/// The caller of a route that an entity's `public` rule may open to anyone: `None` when the
+/// request presents no credentials (wrong ones still answer 401).
+pub struct MaybeAuthed(pub Option<Caller>);
+
+impl<'a> FromRequest<'a> for MaybeAuthed {
+    async fn from_request(req: &'a Request, body: &mut RequestBody) -> poem::Result<Self> {
+        if matches!(presented(req)?, Presented::Nothing) {
+            return Ok(MaybeAuthed(None));
+        }
+        let Authed(caller) = Authed::from_request(req, body).await?;
+        Ok(MaybeAuthed(Some(caller)))
+    }
+}
+
+impl MaybeAuthed {
+    /// The caller, or the anonymous caller when `entity`'s rule of `action` is `public`;
+    /// otherwise the 401 of missing credentials.
+    pub fn for_rule(
+        self,
+        state: &AppState,
+        entity: &str,
+        action: crate::schema::Action,
+    ) -> Result<Caller, ApiError> {
+        if let Some(c) = self.0 {
+            return Ok(c);
+        }
+        let catalog = state.engine.catalog.load();
+        let public = catalog
+            .get(entity)
+            .is_some_and(|e| matches!(e.access.rule(action), crate::schema::rules::Rule::Public));
+        if public {
+            Ok(Caller::anonymous())
+        } else {
+            Err(ApiError::from(crate::auth::AuthError::Missing))
+        }
+    }
+}
+
 /// The address of the client (the TCP peer).
 pub fn client_ip(req: &Request) -> Option<std::net::IpAddr> {
     req.remote_addr().as_socket_addr().map(|a| a.ip())

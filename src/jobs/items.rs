@@ -101,7 +101,7 @@ impl JobKind for Items {
             let system = Caller {
                 id: req.user_id,
                 login: String::new(),
-                role: Role::User,
+                role: Role::user(),
             };
             match self
                 .run_whole(jobs, &req, caller.as_ref(), &system, mode, stop)
@@ -115,7 +115,7 @@ impl JobKind for Items {
         let system = Caller {
             id: req.user_id,
             login: String::new(),
-            role: Role::User,
+            role: Role::user(),
         };
         let who = caller.clone().unwrap_or_else(|| system.clone());
         let mut ahead = (!mode.whole()).then(|| {

@@ -15,6 +15,7 @@ mod runner;
 pub use runner::{Advance, Ending, LeaseGuard};
 pub mod sweeper;
 pub mod undo;
+mod undo_rules;
 pub mod watch;
 
 use crate::engine::Engine;

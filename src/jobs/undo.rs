@@ -9,7 +9,10 @@
 use super::kinds::{JobKind, KindId};
 use super::queue::add_detail;
 use super::record::Request;
+use super::undo_rules;
 use super::{CANCELLED, ChunkEnd, Jobs};
+use crate::engine::Caller;
+use crate::engine::access::Guard;
 use crate::engine::changes::{Recorder, row_json};
 use crate::engine::retry::Retry;
 use crate::schema::Entity;
@@ -136,54 +139,125 @@ fn values_of(e: &Entity, before: &str, with_id: bool, now: &str) -> Vec<(String,
         .collect()
 }
 
-/// Reverts one change inside `tx`. `revs` are the stamps that do not count as someone else's
-/// change: the undone request's and this undo's own.
-async fn revert(
+/// Reverts the creation of the objects `c` names: deletes those no one changed since, all
+/// at once while the caller's rules admit every one, else one at a time.
+async fn revert_create(
+    tx: &mut dyn Tx,
+    cx: &Ctx<'_>,
+    e: &Entity,
+    c: &Change,
+    out: &mut Reverted,
+) -> Result<(), StorageError> {
+    let (d, revs) = (cx.d, cx.revs);
+    let guard = undo_rules::guard_of(e, cx.who, ChangeOp::Create);
+    let gone = match guard {
+        Ok(None) => {
+            tx.execute(SAVEPOINT, &[]).await?;
+            let r = changes::delete_unchanged(tx, d, e, c.lo, c.hi, revs).await;
+            match settle(tx, r).await? {
+                Ok(rows) => rows,
+                // Some object is referred to by one made since: one at a time, to tell which.
+                Err(_) => delete_each(tx, d, e, c, revs, None, out).await?,
+            }
+        }
+        Ok(Some(g)) => delete_each(tx, d, e, c, revs, Some(&g), out).await?,
+        Err(()) => {
+            for id in changes::ids_between(tx, d, e, c.lo, c.hi).await? {
+                out.conflict(&e.name, id, undo_rules::REFUSED);
+            }
+            return Ok(());
+        }
+    };
+    for row in &gone {
+        out.before(e, ChangeOp::Delete, row);
+        out.changed(e, row[0].as_i64().unwrap_or_default());
+    }
+    for id in changes::ids_between(tx, d, e, c.lo, c.hi).await? {
+        if !out
+            .conflicts
+            .iter()
+            .any(|(n, i, _)| n == &e.name && *i == id)
+        {
+            out.conflict(&e.name, id, "changed since it was created");
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the unchanged objects of `c` one at a time, each where `guard` (the caller's
+/// rules) admits it, naming each one left alone.
+async fn delete_each(
     tx: &mut dyn Tx,
     d: Dialect,
     e: &Entity,
     c: &Change,
     revs: &[i64],
+    guard: Option<&Guard>,
+    out: &mut Reverted,
+) -> Result<Vec<Row>, StorageError> {
+    let mut gone = Vec::new();
+    for id in c.lo..=c.hi {
+        if let Some(g) = guard
+            && !undo_rules::admits(tx, d, e, g, id, None).await?
+        {
+            out.conflict(&e.name, id, undo_rules::REFUSED);
+            continue;
+        }
+        tx.execute(SAVEPOINT, &[]).await?;
+        let r = changes::delete_unchanged(tx, d, e, id, id, revs).await;
+        match settle(tx, r).await? {
+            Ok(rows) => gone.extend(rows),
+            Err(why) => out.conflict(&e.name, id, why),
+        }
+    }
+    Ok(gone)
+}
+
+/// Whether the caller's rules admit the revert of `op` on object `id` (`values`: what a
+/// revert of a delete stores); the object is named as a conflict when they do not.
+async fn rules_admit(
+    tx: &mut dyn Tx,
+    cx: &Ctx<'_>,
+    e: &Entity,
+    op: ChangeOp,
+    id: i64,
+    values: Option<&[(String, Value)]>,
+    out: &mut Reverted,
+) -> Result<bool, StorageError> {
+    let admitted = match undo_rules::guard_of(e, cx.who, op) {
+        Ok(None) => true,
+        Ok(Some(g)) => undo_rules::admits(tx, cx.d, e, &g, id, values).await?,
+        Err(()) => false,
+    };
+    if !admitted {
+        out.conflict(&e.name, id, undo_rules::REFUSED);
+    }
+    Ok(admitted)
+}
+
+/// What every revert of a chunk shares: the dialect, the stamps that do not count as someone
+/// else's change, this undo's own stamp, and its caller.
+struct Ctx<'a> {
+    d: Dialect,
+    revs: &'a [i64],
     stamp: i64,
+    who: &'a Caller,
+}
+
+/// Reverts one change inside `tx`, as `who` may. `revs` are the stamps that do not count as
+/// someone else's change: the undone request's and this undo's own.
+async fn revert(
+    tx: &mut dyn Tx,
+    cx: &Ctx<'_>,
+    e: &Entity,
+    c: &Change,
     out: &mut Reverted,
 ) -> Result<(), StorageError> {
+    let (d, revs, stamp) = (cx.d, cx.revs, cx.stamp);
     let now = crate::time::now();
     let rev_of = |row: &Row| row.last().and_then(Value::as_i64);
     match c.op {
-        ChangeOp::Create => {
-            tx.execute(SAVEPOINT, &[]).await?;
-            let r = changes::delete_unchanged(tx, d, e, c.lo, c.hi, revs).await;
-            let gone = match settle(tx, r).await? {
-                Ok(rows) => rows,
-                Err(_) => {
-                    // Some object is referred to by one made since: one at a time, to tell
-                    // which.
-                    let mut gone = Vec::new();
-                    for id in c.lo..=c.hi {
-                        tx.execute(SAVEPOINT, &[]).await?;
-                        let r = changes::delete_unchanged(tx, d, e, id, id, revs).await;
-                        match settle(tx, r).await? {
-                            Ok(rows) => gone.extend(rows),
-                            Err(why) => out.conflict(&e.name, id, why),
-                        }
-                    }
-                    gone
-                }
-            };
-            for row in &gone {
-                out.before(e, ChangeOp::Delete, row);
-                out.changed(e, row[0].as_i64().unwrap_or_default());
-            }
-            for id in changes::ids_between(tx, d, e, c.lo, c.hi).await? {
-                if !out
-                    .conflicts
-                    .iter()
-                    .any(|(n, i, _)| n == &e.name && *i == id)
-                {
-                    out.conflict(&e.name, id, "changed since it was created");
-                }
-            }
-        }
+        ChangeOp::Create => revert_create(tx, cx, e, c, out).await?,
         ChangeOp::Update => {
             let id = c.lo;
             let Some(row) = changes::rows_by_ids(tx, d, e, &[id]).await?.pop() else {
@@ -192,6 +266,9 @@ async fn revert(
             };
             if !rev_of(&row).is_some_and(|r| revs.contains(&r)) {
                 out.conflict(&e.name, id, "changed since");
+                return Ok(());
+            }
+            if !rules_admit(tx, cx, e, c.op, id, None, out).await? {
                 return Ok(());
             }
             let values = values_of(e, c.before.as_deref().unwrap_or("{}"), false, &now);
@@ -214,6 +291,9 @@ async fn revert(
                 return Ok(());
             }
             let values = values_of(e, c.before.as_deref().unwrap_or("{}"), true, &now);
+            if !rules_admit(tx, cx, e, c.op, id, Some(&values), out).await? {
+                return Ok(());
+            }
             tx.execute(SAVEPOINT, &[]).await?;
             let r = changes::reinsert(tx, d, e, values, stamp).await;
             match settle(tx, r).await? {
@@ -247,6 +327,17 @@ impl JobKind for Undo {
         jobs.log(rid, &format!("started (worker {})", jobs.worker_id))
             .await?;
         let d = jobs.storage.dialect();
+        let who = jobs.caller_of(req.user_id).await?.unwrap_or(Caller {
+            id: req.user_id,
+            login: String::new(),
+            role: crate::schema::Role::user(),
+        });
+        let cx = Ctx {
+            d,
+            revs: &revs,
+            stamp: rec.stamp,
+            who: &who,
+        };
         let mut done = req.done;
         let mut last = req.cursor;
         let mut pool = PoolExec(jobs.storage.as_ref());
@@ -268,7 +359,7 @@ impl JobKind for Undo {
                     last: next_last,
                     conflicts,
                 };
-                match try_chunk(jobs, &req, &rec, &revs, &page, at).await {
+                match try_chunk(jobs, &req, &rec, &cx, &page, at).await {
                     Ok(end) => break end,
                     Err(e) if retry.again(&e).await => continue,
                     Err(e) => return Err(e),
@@ -331,11 +422,11 @@ async fn try_chunk(
     jobs: &Jobs,
     req: &Request,
     rec: &Recorder,
-    revs: &[i64],
+    cx: &Ctx<'_>,
     page: &[(i64, Change)],
     at: Position,
 ) -> Result<ChunkEnd<Reverted>, StorageError> {
-    let d = jobs.storage.dialect();
+    let d = cx.d;
     let rid = req.rid.as_str();
     let catalog = jobs.engine.catalog.load();
     let mut tx = jobs.storage.begin().await?;
@@ -347,7 +438,7 @@ async fn try_chunk(
     let work = async {
         for (_, c) in page {
             match catalog.get(&c.entity) {
-                Some(e) => revert(tx.as_mut(), d, e, c, revs, rec.stamp, &mut out).await?,
+                Some(e) => revert(tx.as_mut(), cx, e, c, &mut out).await?,
                 None => {
                     for id in c.lo..=c.hi {
                         out.conflict(&c.entity, id, "its entity no longer exists");

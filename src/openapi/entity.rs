@@ -4,7 +4,8 @@
 //! the entity's create, update or delete schema) and an example.
 
 use super::{errors, json_content, reference, type_name};
-use crate::schema::{Entity, FieldType};
+use crate::schema::rules::Rule;
+use crate::schema::{Action, Entity, FieldType};
 use serde_json::{Map, Value as Json, json};
 
 /// What a batch reply says about items, for every batch operation.
@@ -344,6 +345,33 @@ fn list_params(e: &Entity) -> Vec<Json> {
     params
 }
 
+/// The access rules an operation answers to, in words: each rule as the entity file writes it
+/// and what a caller it refuses gets.
+fn rules_note(e: &Entity, actions: &[Action]) -> String {
+    let parts: Vec<String> = actions
+        .iter()
+        .map(|&a| {
+            let rule = e.access.written(a);
+            let means = match (a, e.access.rule(a)) {
+                (_, Rule::Public) => "open to anyone, without credentials".to_string(),
+                (Action::List, Rule::Expr(_)) => {
+                    "objects it does not admit are not listed, counted or exported".to_string()
+                }
+                (Action::View, Rule::Expr(_)) => {
+                    "an object it does not admit answers 404, here and on PUT and DELETE"
+                        .to_string()
+                }
+                (_, Rule::Expr(_)) => {
+                    "403 for an object the caller may view but this rule does not admit".to_string()
+                }
+                (_, Rule::Roles(_)) => "403 for any other role".to_string(),
+            };
+            format!("`{}`: `{rule}` ({means})", a.key())
+        })
+        .collect();
+    format!(" Access (admins pass every rule): {}.", parts.join("; "))
+}
+
 /// `GET /<res>`: a page of objects.
 fn list_op(e: &Entity, ids: &OperationIds) -> Json {
     let (name, t) = (&e.name, type_name(&e.name));
@@ -371,7 +399,8 @@ fn list_op(e: &Entity, ids: &OperationIds) -> Json {
              Filters: `field=value` (equal), `field[gt]`, `[gte]`, `[lt]`, `[lte]`, `[ne]`, `[in]` (comma-separated values) \
              and `[contains]` (text, ignoring case), on any field, `id`, `created_dt` and `updated_dt`; all must hold. \
              `fields` chooses the columns. `X-Total-Count` counts every object matching the filters; while more follow, \
-             `Link` gives the next page. `t=csv` returns the page as CSV."
+             `Link` gives the next page. `t=csv` returns the page as CSV.{}",
+            rules_note(e, &[Action::List])
         ),
         "tags": [name],
         "parameters": list_params(e),
@@ -426,7 +455,8 @@ fn create_op(e: &Entity, ids: &OperationIds, example: &Json) -> Json {
         "summary": format!("Create one {name} object, or a batch of them"),
         "description": format!(
             "One `{t}Create` object creates one object and answers with it (or 202 with `bgrs=1`). \
-             An array of them is a batch. {PER_ITEM}{upsert}"
+             An array of them is a batch. {PER_ITEM}{upsert}{}",
+            rules_note(e, &[Action::Create])
         ),
         "tags": [name],
         "parameters": params,
@@ -503,7 +533,7 @@ fn object_ops(e: &Entity, ids: &OperationIds, example: Json) -> Json {
         "get": {
             "operationId": ids.get,
             "summary": format!("Read one {name} object"),
-            "description": format!("The `{name}` object with this id."),
+            "description": format!("The `{name}` object with this id.{}", rules_note(e, &[Action::View])),
             "tags": [name],
             "parameters": [id_param],
             "responses": get_resp
@@ -511,7 +541,7 @@ fn object_ops(e: &Entity, ids: &OperationIds, example: Json) -> Json {
         "put": {
             "operationId": ids.update,
             "summary": format!("Change the given fields of a {name} object"),
-            "description": "Fields left out keep their values; an optional field without a default may be cleared with null. Answers with the whole changed object (or 202 with `bgrs=1`).",
+            "description": format!("Fields left out keep their values; an optional field without a default may be cleared with null. Answers with the whole changed object (or 202 with `bgrs=1`).{}", rules_note(e, &[Action::View, Action::Update])),
             "tags": [name],
             "parameters": write_params,
             "requestBody": body(false, reference(&format!("{t}Update")), example),
@@ -520,7 +550,7 @@ fn object_ops(e: &Entity, ids: &OperationIds, example: Json) -> Json {
         "delete": {
             "operationId": ids.delete,
             "summary": format!("Delete a {name} object"),
-            "description": "Answers with the deleted object (or 202 with `bgrs=1`); 409 while other objects still reference it.",
+            "description": format!("Answers with the deleted object (or 202 with `bgrs=1`); 409 while other objects still reference it.{}", rules_note(e, &[Action::View, Action::Delete])),
             "tags": [name],
             "parameters": write_params,
             "responses": write_resp

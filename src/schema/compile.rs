@@ -130,6 +130,7 @@ pub fn compile_sources(
             check_users(e, &mut here);
         }
     }
+    let access = compile_access(&parsed, &mut diags);
     if !diags.is_empty() {
         return Err(diags);
     }
@@ -140,7 +141,10 @@ pub fn compile_sources(
     let mut entities = IndexMap::new();
     for i in order {
         let (raw, path, loc) = &parsed[i];
-        match build(raw, path, loc) {
+        let Some(access) = access[i].clone() else {
+            continue;
+        };
+        match build(raw, path, loc, access) {
             Ok(e) => {
                 entities.insert(e.name.clone(), Arc::new(e));
             }
@@ -258,6 +262,67 @@ fn yaml_problem(e: &serde_yaml::Error, source: &str) -> (usize, String) {
     }
 }
 
+/// The roles: the values of the users entity's `role` field.
+fn roles_of(parsed: &[(RawEntity, PathBuf, Locator)]) -> Vec<String> {
+    let users = parsed.iter().find(|(e, _, _)| e.name == "users");
+    let role = users.and_then(|(e, _, _)| e.fields.iter().find(|f| f.name == "role"));
+    match role.map(|f| &f.ty) {
+        Some(FieldType::Enum(values)) => values.clone(),
+        _ => vec!["admin".into(), "user".into()],
+    }
+}
+
+/// Every entity's rules checked against the fields of all and the roles, by position in
+/// `parsed` (`None` where a rule has a problem, which is in `diags`). A field's `write` role
+/// is checked here too.
+fn compile_access(
+    parsed: &[(RawEntity, PathBuf, Locator)],
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Option<super::Access>> {
+    let fields: std::collections::BTreeMap<String, Vec<Field>> = parsed
+        .iter()
+        .map(|(e, _, _)| (e.name.clone(), e.fields.clone()))
+        .collect();
+    let roles = roles_of(parsed);
+    let mut out = Vec::with_capacity(parsed.len());
+    for (e, path, loc) in parsed {
+        for f in &e.fields {
+            if let Some(r) = &f.write_role
+                && !roles.iter().any(|x| x == r.as_str())
+            {
+                diags.push(Diagnostic {
+                    file: path.clone(),
+                    line: loc.line(&["fields", &f.name, "write"]),
+                    message: super::format::with_hint(
+                        format!("field `{}`: `{}` is not a role", f.name, r.as_str()),
+                        r.as_str(),
+                        roles.iter().map(String::as_str),
+                    ),
+                });
+            }
+        }
+        match super::access::compile(&e.access, &e.name, &fields, &roles) {
+            Ok(a) => out.push(Some(a)),
+            Err(problems) => {
+                out.push(None);
+                for p in problems {
+                    let keys: &[&str] = if p.key == "access" {
+                        &["access"]
+                    } else {
+                        &["access", p.key]
+                    };
+                    diags.push(Diagnostic {
+                        file: path.clone(),
+                        line: loc.line(keys),
+                        message: p.message,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 fn check_users(e: &RawEntity, here: &mut impl FnMut(&[&str], String)) {
     let field = |n: &str| e.fields.iter().find(|f| f.name == n);
     match field("login") {
@@ -327,7 +392,13 @@ fn dependency_order(parsed: &[(RawEntity, PathBuf, Locator)]) -> Result<Vec<usiz
     Ok(order)
 }
 
-fn build(raw: &RawEntity, path: &Path, loc: &Locator) -> Result<Entity, String> {
+fn build(
+    raw: &RawEntity,
+    path: &Path,
+    loc: &Locator,
+    access: super::Access,
+) -> Result<Entity, String> {
+    let indexed = access.row_fields();
     let create_schema = json_schema::payload_schema(&raw.name, &raw.fields, true);
     let update_schema = json_schema::payload_schema(&raw.name, &raw.fields, false);
     let compile = |s: &Json| {
@@ -343,10 +414,11 @@ fn build(raw: &RawEntity, path: &Path, loc: &Locator) -> Result<Entity, String> 
             .iter()
             .map(|f| Field {
                 line: loc.line(&["fields", &f.name]),
+                index: f.index || (!f.unique && indexed.contains(&f.name)),
                 ..f.clone()
             })
             .collect(),
-        access: raw.access.clone(),
+        access,
         plugins: raw.plugins.clone(),
         allow_destructive: raw.allow_destructive,
         renamed_from: raw.renamed_from.clone(),

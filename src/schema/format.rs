@@ -47,14 +47,34 @@ pub const ENTITY_KEYS: &[Key] = &[
 
 /// The keys of `access`.
 pub const ACCESS_KEYS: &[Key] = &[
-    key("read", "the role that may read: user or admin"),
     key(
-        "write",
-        "the role that may create, update and delete: user or admin",
+        "list",
+        "which rows a caller sees in lists, counts, exports and live changes: `public`, roles such as [user, editor], or an expression such as `owner_id = @caller.id`",
     ),
     key(
+        "view",
+        "which rows a caller may read by id (others answer 404): `public`, roles, or an expression",
+    ),
+    key(
+        "create",
+        "who may create which rows: `public`, roles, or an expression over the new values (`@new.<field>` or plain field names)",
+    ),
+    key(
+        "update",
+        "which rows a caller may change (403 when they may view it but not change it): roles, or an expression; `@new.<field>` is the value after the change",
+    ),
+    key(
+        "delete",
+        "which rows a caller may delete: roles, or an expression",
+    ),
+    key(
+        "read",
+        "shorthand for `list` and `view`: a role (with admin), a list of roles, or an expression",
+    ),
+    key("write", "shorthand for `create`, `update` and `delete`"),
+    key(
         "own",
-        "what a user may do to the objects they own although the role above says admin: read, update",
+        "the user's own record besides what `read` and `update` admit (users): read, update",
     ),
 ];
 
@@ -75,7 +95,10 @@ pub const FIELD_KEYS: &[Key] = &[
         "secret",
         "true to store the value hashed and never return it (string)",
     ),
-    key("write", "the role that may set the field: user or admin"),
+    key(
+        "write",
+        "the role that may set the field (with admin): a value of users' `role`",
+    ),
     key("description", "what the field holds, for the API document"),
     key(
         "renamed_from",
@@ -95,9 +118,6 @@ pub const TYPES: &[(&str, &str)] = &[
     ("enum", "one of the listed `values`"),
     ("reference", "the id of an object of `entity`"),
 ];
-
-/// The roles a user may have.
-pub const ROLES: &[&str] = &["user", "admin"];
 
 /// The known name nearest to `word`, when one is close enough to be a likely misspelling.
 pub fn nearest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -154,12 +174,15 @@ pub const IDENTIFIER: &str = "^[a-z][a-z0-9_]{0,62}$";
 /// The JSON Schema (2020-12) of an entity file. `plugins` are the plugins this build knows,
 /// each with the JSON Schema of its settings.
 pub fn json_schema(plugins: &[(&str, Json)]) -> Json {
-    let role = json!({"enum": ROLES});
+    let rule = json!({"anyOf": [
+        {"type": "string", "minLength": 1},
+        {"type": "array", "items": {"type": "string", "pattern": IDENTIFIER}, "uniqueItems": true}
+    ]});
     let access = properties(ACCESS_KEYS, |k| match k {
         "own" => {
             json!({"type": "array", "items": {"enum": ["read", "update"]}, "uniqueItems": true})
         }
-        _ => role.clone(),
+        _ => rule.clone(),
     });
     let types: Vec<&str> = TYPES.iter().map(|(t, _)| *t).collect();
     let type_about: Vec<String> = TYPES.iter().map(|(t, a)| format!("{t}: {a}")).collect();
@@ -171,7 +194,7 @@ pub fn json_schema(plugins: &[(&str, Json)]) -> Json {
             json!({"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}})
         }
         "entity" => json!({"type": "string", "pattern": IDENTIFIER}),
-        "write" => role.clone(),
+        "write" => json!({"type": "string", "pattern": IDENTIFIER}),
         "description" => json!({"type": "string"}),
         "renamed_from" => json!({"type": "string", "pattern": IDENTIFIER}),
         _ => json!({}),

@@ -51,13 +51,14 @@ pub fn payload_schema(entity: &str, fields: &[Field], create: bool) -> Json {
     let mut required = Vec::new();
     for f in fields {
         let mut s = field_schema(f);
-        if !f.required && f.default.is_none() {
+        let defaulted = f.default.is_some() || f.default_caller;
+        if !f.required && !defaulted {
             // Optional fields without a default may be cleared with null.
             let inner = s.clone();
             s = json!({"anyOf": [inner, {"type": "null"}]});
         }
         props.insert(f.name.clone(), s);
-        if create && f.required && f.default.is_none() {
+        if create && f.required && !defaulted {
             required.push(f.name.clone());
         }
     }

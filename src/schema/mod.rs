@@ -1,6 +1,7 @@
 //! Entity definitions: the raw YAML model, `compile()` into a validated [`Catalog`], and the
 //! JSON Schema derived for each entity. This module is pure data; storage and the engine read it.
 
+mod access;
 mod compile;
 pub mod format;
 mod json_schema;
@@ -38,33 +39,40 @@ pub const RESERVED_FIELDS: &[&str] = &[
     "changed_by",
 ];
 
-/// A role a signed-in user has. `Admin` may do everything a `User` may.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    User,
-    Admin,
-}
+/// A role a signed-in user has: one of the values of the users entity's `role` field. `admin`
+/// passes every rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Role(Arc<str>);
 
 impl Role {
-    /// Whether a user with role `have` satisfies a requirement of `self`.
-    pub fn admits(self, have: Role) -> bool {
-        matches!((self, have), (Role::User, _) | (Role::Admin, Role::Admin))
+    pub const ADMIN: &'static str = "admin";
+    pub const USER: &'static str = "user";
+
+    pub fn new(name: &str) -> Role {
+        Role(Arc::from(name))
     }
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Admin => "admin",
-        }
+    pub fn admin() -> Role {
+        Role::new(Role::ADMIN)
     }
 
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "user" => Some(Role::User),
-            "admin" => Some(Role::Admin),
-            _ => None,
-        }
+    pub fn user() -> Role {
+        Role::new(Role::USER)
+    }
+
+    pub fn is_admin(&self) -> bool {
+        &*self.0 == Role::ADMIN
+    }
+
+    /// Whether a user with role `have` satisfies a requirement of this role: that role, or
+    /// `admin`.
+    pub fn admits(&self, have: &Role) -> bool {
+        have.is_admin() || have == self
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -134,8 +142,10 @@ pub struct Field {
     pub max_length: Option<u64>,
     /// Write-only: hashed with argon2 before storage and never returned.
     pub secret: bool,
-    /// Role needed to set this field (beyond the entity's write role).
+    /// Role needed to set this field (beyond the entity's rules): that role or `admin`.
     pub write_role: Option<Role>,
+    /// `default: "@caller.id"`: a create that leaves the field out stores the caller's id.
+    pub default_caller: bool,
     pub description: Option<String>,
     /// The name the field had before (`renamed_from`): its column and values are kept.
     pub renamed_from: Option<String>,
@@ -143,16 +153,7 @@ pub struct Field {
     pub line: usize,
 }
 
-/// Who may do what with an entity.
-#[derive(Debug, Clone)]
-pub struct Access {
-    pub read: Role,
-    pub write: Role,
-    /// Operations a user may do on the record whose id is their own user id, whatever the
-    /// roles above say (used by `users`: read and update of one's own record).
-    pub own_read: bool,
-    pub own_update: bool,
-}
+pub use access::{Access, Action};
 
 /// A plugin named by an entity, with its settings.
 #[derive(Debug, Clone)]
@@ -200,6 +201,7 @@ impl Field {
             max_length: None,
             secret: false,
             write_role: None,
+            default_caller: false,
             description: None,
             renamed_from: None,
             line: 1,

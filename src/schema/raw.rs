@@ -1,8 +1,9 @@
 //! Reads one entity YAML document into a [`RawEntity`], collecting every problem it finds
 //! (with the key path it was found at) instead of stopping at the first.
 
-use super::format::{self, ACCESS_KEYS, ENTITY_KEYS, FIELD_KEYS, TYPES};
-use super::{Access, Field, FieldType, PluginRef, RESERVED_FIELDS, Role};
+use super::access::RawAccess;
+use super::format::{self, ENTITY_KEYS, FIELD_KEYS, TYPES};
+use super::{Field, FieldType, PluginRef, RESERVED_FIELDS, Role};
 use serde_json::Value as Json;
 use serde_yaml::{Mapping, Value as Yaml};
 
@@ -10,7 +11,7 @@ use serde_yaml::{Mapping, Value as Yaml};
 pub struct RawEntity {
     pub name: String,
     pub fields: Vec<Field>,
-    pub access: Access,
+    pub access: RawAccess,
     pub plugins: Vec<PluginRef>,
     pub allow_destructive: bool,
     pub renamed_from: Option<String>,
@@ -35,11 +36,14 @@ pub struct Problem {
     pub message: String,
 }
 
+/// The default of a reference to users that stores the caller's id.
+pub const CALLER_ID: &str = "@caller.id";
+
 #[derive(Default)]
-struct Sink(Vec<Problem>);
+pub(super) struct Sink(Vec<Problem>);
 
 impl Sink {
-    fn push(&mut self, path: &[&str], message: impl Into<String>) {
+    pub(super) fn push(&mut self, path: &[&str], message: impl Into<String>) {
         self.0.push(Problem {
             path: path.iter().map(|s| s.to_string()).collect(),
             message: message.into(),
@@ -89,7 +93,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
             format!("entity name `{name}` is reserved for a built-in route or table"),
         );
     }
-    let access = read_access(map.get("access"), &mut sink);
+    let access = super::access::read(map.get("access"), &mut sink);
     let allow_destructive = match map.get("allow_destructive") {
         None => false,
         Some(Yaml::Bool(b)) => *b,
@@ -133,63 +137,6 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
         key,
     };
     (Some(entity), sink.0)
-}
-
-fn read_access(v: Option<&Yaml>, sink: &mut Sink) -> Access {
-    let mut access = Access {
-        read: Role::User,
-        write: Role::User,
-        own_read: false,
-        own_update: false,
-    };
-    let Some(v) = v else { return access };
-    let Some(m) = v.as_mapping() else {
-        sink.push(
-            &["access"],
-            "`access` must be a mapping like { read: user, write: admin }",
-        );
-        return access;
-    };
-    for (k, v) in m {
-        let key = k.as_str().unwrap_or("");
-        match key {
-            "read" | "write" => match v.as_str().and_then(Role::parse) {
-                Some(r) if key == "read" => access.read = r,
-                Some(r) => access.write = r,
-                None => sink.push(
-                    &["access", key],
-                    format!("`access.{key}` must be `user` or `admin`"),
-                ),
-            },
-            "own" => match v.as_sequence() {
-                Some(ops) => {
-                    for op in ops {
-                        match op.as_str() {
-                            Some("read") => access.own_read = true,
-                            Some("update") => access.own_update = true,
-                            _ => sink.push(
-                                &["access", "own"],
-                                "`access.own` lists `read` and/or `update`",
-                            ),
-                        }
-                    }
-                }
-                None => sink.push(
-                    &["access", "own"],
-                    "`access.own` must be a list such as [read, update]",
-                ),
-            },
-            other => sink.push(
-                &["access", other],
-                format::with_hint(
-                    format!("unknown key `access.{other}`"),
-                    other,
-                    ACCESS_KEYS.iter().map(|k| k.name),
-                ),
-            ),
-        }
-    }
-    access
 }
 
 fn read_plugins(v: Option<&Yaml>, sink: &mut Sink) -> Vec<PluginRef> {
@@ -272,7 +219,20 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
             format!("field `{name}`: only string fields can be secret"),
         );
     }
-    let default = read_default(name, m, &ty, sink);
+    let default_caller = m.get("default").and_then(Yaml::as_str) == Some(CALLER_ID);
+    if default_caller && !matches!(&ty, FieldType::Reference(t) if t == "users") {
+        push_field(
+            sink,
+            name,
+            "default",
+            format!("field `{name}`: `default: \"{CALLER_ID}\"` needs a reference to users"),
+        );
+    }
+    let default = if default_caller {
+        None
+    } else {
+        read_default(name, m, &ty, sink)
+    };
     let renamed_from = read_renamed_from(
         m.get("renamed_from"),
         &["fields", name, "renamed_from"],
@@ -292,6 +252,7 @@ fn read_field(name: &str, v: &Yaml, sink: &mut Sink) -> Option<Field> {
         max_length,
         secret,
         write_role,
+        default_caller,
         description,
         renamed_from,
         line: 0,
@@ -445,13 +406,13 @@ fn read_max_length(name: &str, m: &Mapping, ty: &FieldType, sink: &mut Sink) -> 
 /// `write`: the role a caller needs to set the field.
 fn read_write_role(name: &str, m: &Mapping, sink: &mut Sink) -> Option<Role> {
     let v = m.get("write")?;
-    let role = v.as_str().and_then(Role::parse);
+    let role = v.as_str().filter(|s| is_identifier(s)).map(Role::new);
     if role.is_none() {
         push_field(
             sink,
             name,
             "write",
-            format!("field `{name}`: `write` must be `user` or `admin`"),
+            format!("field `{name}`: `write` must be a role, such as `admin`"),
         );
     }
     role

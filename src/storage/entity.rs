@@ -30,6 +30,8 @@ pub enum Cond {
     /// The row is among the objects the background request with this id created or changed
     /// (the column is `id`).
     ChangedBy(String),
+    /// The row passes the caller's rule (the column is `id`).
+    Rule(Box<super::rules::RuleFilter>),
 }
 
 /// A condition on a column (the name is checked against the entity by the caller).
@@ -118,6 +120,7 @@ fn condition(d: Dialect, table: &str, f: &Filter, args: &mut Vec<Value>) -> Stri
             format!("{c} IN ({})", phs.join(", "))
         }
         Cond::ChangedBy(rid) => super::changes::changed_by(d, table, rid, args),
+        Cond::Rule(rule) => rule.sql(d, args),
         Cond::Contains(text) => match d {
             // `fold` lowers every letter (see the SQLite storage); LIKE alone folds only ASCII.
             Dialect::Sqlite => {
@@ -678,7 +681,7 @@ pub enum Target<'a> {
 
 impl Target<'_> {
     /// `WHERE ...` with its arguments appended to `args`.
-    fn condition(&self, d: Dialect, args: &mut Vec<Value>) -> String {
+    pub(super) fn condition(&self, d: Dialect, args: &mut Vec<Value>) -> String {
         match self {
             Target::Id(id) => {
                 args.push(Value::int(*id));

@@ -5,17 +5,175 @@
 //! comparison with a null side is false, but `= null` and `!= null` test for an empty value and
 //! `!=` holds between an empty value and a given one.
 
-use super::{Dialect, Value};
-use crate::schema::rules::{Cmp, Expr, Kind, Lit, Operand, Root, Step};
+use super::entity::Target;
+use super::{Dialect, Exec, Result, Row, Value};
+use crate::schema::rules::{Cmp, Expr, Kind, Lit, Operand, Root, Rule, Step};
+use crate::schema::{Action, ColType, Entity};
+use std::sync::Arc;
+
+/// The caller as rules read them: `@caller.id`, `@caller.role` and `@caller.login` are bound
+/// as values; any other `@caller.<field>` is read from the caller's user row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerValues {
+    pub id: i64,
+    pub role: String,
+    pub login: String,
+}
 
 /// What a rule may read besides the row: the caller, and the values after a change.
 pub struct Bindings<'a> {
-    /// The caller's id (`@caller.id`), and their user row's values by field name.
-    pub caller_id: i64,
-    pub caller: &'a [(String, Value)],
+    pub caller: &'a CallerValues,
     /// `@new.<field>` (and, in a create, plain field names): the values given; a field not
     /// given reads the stored row.
     pub new: Option<&'a [(String, Value)]>,
+}
+
+/// A list's condition of the caller's rule of `action` (an expression) on the entity's rows.
+#[derive(Debug, Clone)]
+pub struct RuleFilter {
+    pub entity: Arc<Entity>,
+    pub action: Action,
+    pub caller: CallerValues,
+}
+
+impl PartialEq for RuleFilter {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.entity, &other.entity)
+            && self.action == other.action
+            && self.caller == other.caller
+    }
+}
+
+impl RuleFilter {
+    /// The condition on the rows of the entity's table, by its own name.
+    pub fn sql(&self, d: Dialect, args: &mut Vec<Value>) -> String {
+        let Rule::Expr(e) = self.entity.access.rule(self.action) else {
+            return "1 = 1".into();
+        };
+        let bind = Bindings {
+            caller: &self.caller,
+            new: None,
+        };
+        let row = d.quote(&self.entity.name);
+        Condition::new(d, &row, &bind, args).sql(e)
+    }
+}
+
+/// What one rule says of a row: decided already, or an expression to evaluate on it.
+#[derive(Debug, Clone, Copy)]
+pub enum Test<'a> {
+    Known(bool),
+    Expr(&'a Expr),
+}
+
+impl Test<'_> {
+    fn sql(&self, c: &mut Condition<'_>) -> String {
+        match self {
+            Test::Known(true) => "CAST(1 AS BIGINT)".into(),
+            Test::Known(false) => "CAST(0 AS BIGINT)".into(),
+            Test::Expr(e) => format!("CAST(CASE WHEN {} THEN 1 ELSE 0 END AS BIGINT)", c.sql(e)),
+        }
+    }
+}
+
+/// Reads the stored row `target` names and decides `view` and the operation's rule on it, in
+/// the transaction of the write that follows (on PostgreSQL the row is locked until then):
+/// `None` when there is no such row.
+pub async fn check_row(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    target: Target<'_>,
+    tests: [Test<'_>; 2],
+    bind: &Bindings<'_>,
+) -> Result<Option<(bool, bool)>> {
+    let mut args = Vec::new();
+    let row = d.quote(&e.name);
+    let (view, op) = {
+        let mut c = Condition::new(d, &row, bind, &mut args);
+        (tests[0].sql(&mut c), tests[1].sql(&mut c))
+    };
+    let cond = target.condition(d, &mut args);
+    let lock = if d == Dialect::Postgres {
+        " FOR UPDATE"
+    } else {
+        ""
+    };
+    let sql = format!("SELECT {view}, {op} FROM {row} WHERE {cond}{lock}");
+    let rows = ex.fetch(&sql, &args, &[ColType::Int, ColType::Int]).await?;
+    Ok(rows
+        .first()
+        .map(|r| (r[0].as_i64() == Some(1), r[1].as_i64() == Some(1))))
+}
+
+/// Decides a rule on values that are not stored yet (a create's), references followed.
+pub async fn check_new(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rule: &Expr,
+    bind: &Bindings<'_>,
+) -> Result<bool> {
+    let mut args = Vec::new();
+    let test = Test::Expr(rule).sql(&mut Condition::new(d, "", bind, &mut args));
+    let rows = ex
+        .fetch(&format!("SELECT {test}"), &args, &[ColType::Int])
+        .await?;
+    Ok(rows.first().and_then(|r| r[0].as_i64()) == Some(1))
+}
+
+/// Whether some row of `rule`'s entity that passes it holds `text` in one of its text fields
+/// (a stored file's URL: the file belongs to that row).
+pub async fn row_mentions(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    rule: &RuleFilter,
+    text: &str,
+) -> Result<bool> {
+    let e = rule.entity.as_ref();
+    let mut args = vec![Value::text(text)];
+    let find = match d {
+        Dialect::Sqlite => "instr",
+        Dialect::Postgres => "strpos",
+    };
+    let fields: Vec<String> = e
+        .fields
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.ty,
+                crate::schema::FieldType::String | crate::schema::FieldType::Text
+            )
+        })
+        .filter(|f| !f.secret)
+        .map(|f| format!("COALESCE({find}({}, {}), 0) > 0", d.quote(&f.name), d.ph(1)))
+        .collect();
+    if fields.is_empty() {
+        return Ok(false);
+    }
+    let cond = rule.sql(d, &mut args);
+    let sql = format!(
+        "SELECT CAST(1 AS BIGINT) FROM {} WHERE ({}) AND {cond} LIMIT 1",
+        d.quote(&e.name),
+        fields.join(" OR ")
+    );
+    Ok(!ex.fetch(&sql, &args, &[ColType::Int]).await?.is_empty())
+}
+
+/// The row `id` of `e` when the caller's rule `rule` admits it.
+pub async fn get_where(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    id: i64,
+    rule: &Expr,
+    caller: &CallerValues,
+) -> Result<Option<Row>> {
+    let mut args = vec![Value::int(id)];
+    let bind = Bindings { caller, new: None };
+    let row = d.quote(&e.name);
+    let cond = Condition::new(d, &row, &bind, &mut args).sql(rule);
+    let sql = format!("{} AND {cond}", super::entity::get_sql(d, e));
+    Ok(ex.fetch(&sql, &args, &e.col_types()).await?.pop())
 }
 
 /// Builds one condition: placeholders are numbered after those already in `args`.
@@ -26,6 +184,10 @@ pub struct Condition<'a> {
     bind: &'a Bindings<'a>,
     args: &'a mut Vec<Value>,
     subqueries: usize,
+    /// Whether the part being written is under an odd number of `NOT`s. Elsewhere a null
+    /// comparison counts as false (as `WHERE` and `CASE` take it), so comparisons are written
+    /// plainly, which lets the database use an index for them.
+    negated: bool,
 }
 
 impl<'a> Condition<'a> {
@@ -36,6 +198,7 @@ impl<'a> Condition<'a> {
             bind,
             args,
             subqueries: 0,
+            negated: false,
         }
     }
 
@@ -44,12 +207,21 @@ impl<'a> Condition<'a> {
         match e {
             Expr::Or(a, b) => format!("({} OR {})", self.sql(a), self.sql(b)),
             Expr::And(a, b) => format!("({} AND {})", self.sql(a), self.sql(b)),
-            Expr::Not(a) => format!("(NOT {})", self.sql(a)),
+            Expr::Not(a) => {
+                self.negated = !self.negated;
+                let inner = self.sql(a);
+                self.negated = !self.negated;
+                format!("(NOT {inner})")
+            }
             Expr::Compare { op, left, right } => self.compare(*op, left, right),
             Expr::In { left, list } => {
                 let l = self.value(left);
                 let items: Vec<String> = list.iter().map(|o| self.value(o)).collect();
-                format!("COALESCE({l} IN ({}), FALSE)", items.join(", "))
+                if self.negated {
+                    format!("COALESCE({l} IN ({}), FALSE)", items.join(", "))
+                } else {
+                    format!("({l} IN ({}))", items.join(", "))
+                }
             }
         }
     }
@@ -64,6 +236,11 @@ impl<'a> Condition<'a> {
             _ => {}
         }
         let (l, r) = (self.value(left), self.value(right));
+        if !self.negated
+            && let Some(sql) = plain(op, &l, &r)
+        {
+            return sql;
+        }
         let same = match self.d {
             Dialect::Sqlite => "IS",
             Dialect::Postgres => "IS NOT DISTINCT FROM",
@@ -143,22 +320,22 @@ impl<'a> Condition<'a> {
         !self.row.is_empty()
     }
 
-    fn caller_value(&mut self, field: &str, kind: Kind) -> String {
-        if field == "id" {
-            return self.arg(Value::Int(Some(self.bind.caller_id)));
+    fn caller_value(&mut self, field: &str, _kind: Kind) -> String {
+        let c = self.bind.caller;
+        match field {
+            "id" => self.arg(Value::Int(Some(c.id))),
+            "role" => self.arg(Value::text(c.role.clone())),
+            "login" => self.arg(Value::text(c.login.clone())),
+            other => {
+                self.subqueries += 1;
+                let alias = format!("rule{}", self.subqueries);
+                let id = self.arg(Value::Int(Some(c.id)));
+                format!(
+                    "(SELECT {alias}.{f} FROM \"users\" {alias} WHERE {alias}.\"id\" = {id})",
+                    f = self.d.quote(other)
+                )
+            }
         }
-        let v = self
-            .bind
-            .caller
-            .iter()
-            .find(|(f, _)| f == field)
-            .map(|(_, v)| v.clone())
-            .unwrap_or(match kind {
-                Kind::Number => Value::Int(None),
-                Kind::Bool => Value::Bool(None),
-                _ => Value::Text(None),
-            });
-        self.arg(v)
     }
 
     fn new_value(&mut self, field: &str) -> String {
@@ -173,6 +350,21 @@ impl<'a> Condition<'a> {
             None => "NULL".into(),
         }
     }
+}
+
+/// A comparison as plain SQL, where a null result may count as false: equality and order
+/// (which an index serves), but not `!=` (which holds between an empty and a given value) or
+/// `~`.
+fn plain(op: Cmp, l: &str, r: &str) -> Option<String> {
+    let sym = match op {
+        Cmp::Eq => "=",
+        Cmp::Lt => "<",
+        Cmp::Le => "<=",
+        Cmp::Gt => ">",
+        Cmp::Ge => ">=",
+        Cmp::Ne | Cmp::Contains => return None,
+    };
+    Some(format!("({l} {sym} {r})"))
 }
 
 /// The entity a reference step leads to (a checked path has one on every step but the last).
@@ -240,9 +432,12 @@ mod tests {
             &catalog() as &dyn Fields,
         )
         .unwrap();
-        let caller = [("role".to_string(), Value::text(role))];
+        let caller = CallerValues {
+            id: caller_id,
+            role: role.to_string(),
+            login: String::new(),
+        };
         let bind = Bindings {
-            caller_id,
             caller: &caller,
             new: None,
         };

@@ -81,12 +81,13 @@
   function rights() {
     const def = defs[$('entity').value];
     if (!def || !me) return { create: false, edit: () => false, remove: false };
-    const admin = me.role === 'admin';
-    const write = admin || def.access.write === 'user';
+    // A rule of roles is decided here; an expression is decided by the server, row by row.
+    const allows = (rule) => me.role === 'admin' || !!rule.public
+      || (rule.roles ? rule.roles.includes(me.role) : true);
     return {
-      create: write,
-      edit: (o) => write || (def.access.own_update && String(o.id) === String(me.id)),
-      remove: write,
+      create: allows(def.access.create),
+      edit: () => allows(def.access.update),
+      remove: allows(def.access.delete),
     };
   }
 

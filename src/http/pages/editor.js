@@ -8,8 +8,8 @@ const Editor = (() => {
 
   let session = null; // { entity, def, id, original, controls, onSaved }
 
-  /** May `me` set field `f`? (Some fields need the admin role beyond the entity's write role.) */
-  const settable = (f, me) => !(f.write === 'admin' && me.role !== 'admin');
+  /** May `me` set field `f`? (Some fields need a role, or admin, beyond the entity's rules.) */
+  const settable = (f, me) => !f.write || f.write === me.role || me.role === 'admin';
 
   function clearErrors() {
     for (const e of $('editor-fields').querySelectorAll('[data-error]')) { e.textContent = ''; e.hidden = true; }

@@ -15,6 +15,7 @@ mod eval;
 mod parse;
 
 pub use check::{Fields, check, kind_of};
+pub use eval::{CALLER_KNOWN, Lookup};
 pub use parse::parse;
 
 /// One of the five rules, as an entity states it.
@@ -227,7 +228,7 @@ mod tests {
     #[test]
     fn a_rule_of_the_caller_alone_is_decided_without_rows() {
         let role = |r: &'static str| {
-            move |path: &str| match path {
+            move |_: Root, path: &[String]| match path.join(".").as_str() {
                 "role" => Some(serde_json::json!(r)),
                 "id" => Some(serde_json::json!(7)),
                 _ => None,
