@@ -32,7 +32,13 @@ use std::process::Command;
 
 /// The entity files of these tests.
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rules");
-const ENTITY_FILES: [&str; 4] = ["users.yaml", "notes.yaml", "comments.yaml", "boards.yaml"];
+const ENTITY_FILES: [&str; 5] = [
+    "users.yaml",
+    "notes.yaml",
+    "comments.yaml",
+    "boards.yaml",
+    "posts.yaml",
+];
 /// An id no object has.
 const MISSING: i64 = 999_999_999;
 
@@ -1205,6 +1211,10 @@ async fn a_user_lists_sees_and_updates_only_their_own_record() {
             assert_reply(&what, &got, 404);
             let got = w.send(who, Method::PUT, &path, Some(&name)).await;
             assert_reply(&what, &got, 404);
+            // Only admins delete users, but a record the user may not view does not exist
+            // for them: 404, where their own record is a 403.
+            let got = w.send(who, Method::DELETE, &path, None).await;
+            assert_reply(&what, &got, 404);
         }
     }
     assert_eq!(count(&w.app, "users").await, 4, "nobody made or removed");
@@ -1343,4 +1353,71 @@ fn check_names_a_rules_own_line_and_the_nearest_field() {
     let said = at(misspelt);
     assert!(said.contains("owner_id"), "the nearest name: {said}");
     at(mismatched);
+}
+
+/// `public` rules need no credentials; every other rule still does (401 without them), and
+/// wrong credentials are a 401 even where the rule is public.
+#[tokio::test]
+async fn a_public_rule_opens_a_route_to_anyone_and_no_other() {
+    let w = World::start().await;
+    let post = w
+        .send(
+            User,
+            Method::POST,
+            "/posts",
+            Some(&json!({"title": "hello"})),
+        )
+        .await;
+    assert_eq!(post.0, 200, "{}", post.1);
+    assert_eq!(
+        post.1["author_id"],
+        w.id(User),
+        "the author defaults to the caller"
+    );
+    let id = post.1["id"].as_i64().unwrap();
+    let anon = |m: Method, path: &str| w.app.client.request(m, w.app.url(path));
+    let (s, b) = json(anon(Method::GET, "/posts").send().await.unwrap()).await;
+    assert_eq!((s, ids_of(&b)), (200, vec![id]), "{b}");
+    let (s, b) = json(
+        anon(Method::GET, &format!("/posts/{id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, &b["title"]), (200, &json!("hello")), "{b}");
+    let r = anon(Method::POST, "/posts")
+        .json(&json!({"title": "anonymous"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "create is not public");
+    for path in ["/notes", "/notes/1", "/users"] {
+        let r = anon(Method::GET, path).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path} is not public");
+    }
+    let r = anon(Method::GET, "/posts")
+        .basic_auth("user", Some("wrong password"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        401,
+        "wrong credentials are refused on a public route too"
+    );
+    let got = w
+        .send(Guest, Method::POST, "/posts", Some(&json!({"title": "g"})))
+        .await;
+    assert_reply("a guest creates a post", &got, 403);
+    let got = w
+        .send(
+            Editor,
+            Method::PUT,
+            &format!("/posts/{id}"),
+            Some(&json!({"title": "x"})),
+        )
+        .await;
+    assert_reply("an editor changes another's post", &got, 403);
+    w.app.stop().await;
 }

@@ -205,7 +205,12 @@ pub fn guard(e: &Entity, caller: &Caller, op: Op) -> Result<Option<Guard>, CallE
         ),
     };
     let action = op_action(op);
-    if matches!(own, Gate::Closed) || (op == Op::Create && matches!(own, Gate::Empty)) {
+    // A row the caller may not view does not exist for them: where `view` is decided on
+    // rows, even an operation their role may not run answers 404 for it, 403 for the others.
+    let view_decides = matches!(view, Gate::Rows(_) | Gate::Empty);
+    if (matches!(own, Gate::Closed) && !view_decides)
+        || (op == Op::Create && matches!(own, Gate::Empty))
+    {
         return Err(refused(e, action));
     }
     if op == Op::Save && matches!(create, Gate::Closed) {
