@@ -87,7 +87,9 @@ pb_version=$("$PB_BIN" --version | awk '{print $NF}')
 dir=$(mktemp -d)
 es_pid=
 pb_pid=
+lpid=
 cleanup() {
+  [ -z "$lpid" ] || { kill "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null || true; }
   [ -z "$es_pid" ] || { kill "$es_pid" 2>/dev/null; wait "$es_pid" 2>/dev/null || true; }
   [ -z "$pb_pid" ] || { kill "$pb_pid" 2>/dev/null; wait "$pb_pid" 2>/dev/null || true; }
   rm -rf "$dir"
@@ -278,10 +280,11 @@ wrk_run() {
 busy_run() {
   local secs=${DURATION%s} lres
   wrk -t1 -c8 -d"$((secs + 2))s" --timeout 30s -s "$dir/$3" "$4" > "$dir/listers.out" 2>&1 &
-  local lpid=$!
+  lpid=$!
   sleep 1
   wrk_run "$1" "$2"
-  wait "$lpid" || fail "the listers' wrk failed: $(cat "$dir/listers.out")"
+  wait "$lpid" || { lpid=; fail "the listers' wrk failed: $(cat "$dir/listers.out")"; }
+  lpid=
   lres=$(cat "$dir/listers.out")
   if echo "$lres" | grep -q 'Non-2xx\|Socket errors'; then echo "$lres" >&2; fail "listers: errors"; fi
   lrps=$(echo "$lres" | awk '/Requests\/sec/ {print int($2)}')
