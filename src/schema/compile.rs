@@ -398,7 +398,6 @@ fn build(
     loc: &Locator,
     access: super::Access,
 ) -> Result<Entity, String> {
-    let indexed = access.row_fields();
     let create_schema = json_schema::payload_schema(&raw.name, &raw.fields, true);
     let update_schema = json_schema::payload_schema(&raw.name, &raw.fields, false);
     let compile = |s: &Json| {
@@ -414,7 +413,6 @@ fn build(
             .iter()
             .map(|f| Field {
                 line: loc.line(&["fields", &f.name]),
-                index: f.index || (!f.unique && indexed.contains(&f.name)),
                 ..f.clone()
             })
             .collect(),
