@@ -1406,6 +1406,21 @@ async fn a_public_rule_opens_a_route_to_anyone_and_no_other() {
         401,
         "wrong credentials are refused on a public route too"
     );
+    let doc = openapi_document(&w.app).await;
+    let open = |path: &str, m: &str| {
+        doc["paths"][path][m]["security"]
+            .as_array()
+            .is_some_and(|s| s.contains(&json!({})))
+    };
+    assert!(open("/posts", "get") && open("/posts/{id}", "get"));
+    assert!(!open("/posts", "post") && !open("/notes", "get"));
+    let text = doc["paths"]["/notes/{id}"]["put"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains("`update`: `owner_id = @caller.id`"),
+        "the document states the rule: {text}"
+    );
     let got = w
         .send(Guest, Method::POST, "/posts", Some(&json!({"title": "g"})))
         .await;

@@ -326,11 +326,20 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
     collection.insert("post".into(), create_op(e, &ids, &example));
     collection.insert("put".into(), batch_update_op(e, &ids, &example, &batch_ops));
     collection.insert("delete".into(), batch_delete_op(e, &ids, &batch_ops));
+    open_to_anyone(e, Action::List, &mut collection["get"]);
+    open_to_anyone(e, Action::Create, &mut collection["post"]);
     paths.insert(format!("{prefix}/{}", e.name), Json::Object(collection));
-    paths.insert(
-        format!("{prefix}/{}/{{id}}", e.name),
-        object_ops(e, &ids, example),
-    );
+    let mut one = object_ops(e, &ids, example);
+    open_to_anyone(e, Action::View, &mut one["get"]);
+    paths.insert(format!("{prefix}/{}/{{id}}", e.name), one);
+}
+
+/// Marks an operation whose rule is `public` as needing no credentials (an empty security
+/// requirement beside the document's schemes).
+fn open_to_anyone(e: &Entity, a: Action, op: &mut Json) {
+    if matches!(e.access.rule(a), Rule::Public) {
+        op["security"] = json!([{}, {"basic": []}, {"bearer": []}, {"token": []}]);
+    }
 }
 
 /// The list operation's parameters: paging, the CSV switch, then [`query_params`].
