@@ -22,6 +22,7 @@
 mod common;
 
 use common::upload::{UPLOAD, form, rows};
+use common::zips::zip_of;
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -32,12 +33,13 @@ use std::process::Command;
 
 /// The entity files of these tests.
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rules");
-const ENTITY_FILES: [&str; 5] = [
+const ENTITY_FILES: [&str; 6] = [
     "users.yaml",
     "notes.yaml",
     "comments.yaml",
     "boards.yaml",
     "posts.yaml",
+    "pictures.yaml",
 ];
 /// An id no object has.
 const MISSING: i64 = 999_999_999;
@@ -1435,4 +1437,69 @@ async fn a_public_rule_opens_a_route_to_anyone_and_no_other() {
         .await;
     assert_reply("an editor changes another's post", &got, 403);
     w.app.stop().await;
+}
+
+/// A file stored from a bundle belongs to the rows that link it: served to a caller whose
+/// `view` rule admits such a row, a 404 (as a missing file) for anyone else.
+#[tokio::test]
+async fn a_stored_file_is_served_only_to_those_who_may_view_its_row() {
+    let w = World::start().await;
+    let bundle = zip_of(&[
+        (
+            "pictures.csv",
+            b"op,name,url\r\nc,sunset,res/sunset.bin\r\n",
+        ),
+        ("res/sunset.bin", b"the bytes of a sunset"),
+    ]);
+    let f = form("pictures", "bundle.zip", bundle, &[]);
+    let r = w.req(User, Method::POST, UPLOAD).multipart(f).send().await;
+    let text = r.unwrap().text().await.unwrap();
+    assert!(
+        text.lines().nth(1).is_some_and(|l| l.starts_with("OK,")),
+        "{text}"
+    );
+    let (ids, _) = w.listed(User, "/pictures").await;
+    let (s, pic) = w
+        .send(User, Method::GET, &format!("/pictures/{}", ids[0]), None)
+        .await;
+    assert_eq!(s, 200, "{pic}");
+    let url = pic["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with("/media/files/pictures/"), "{url}");
+    let (s, bytes) = fetch_as(&w, User, &url).await;
+    assert_eq!((s, &bytes[..]), (200, &b"the bytes of a sunset"[..]));
+    assert_eq!(
+        fetch_as(&w, Admin, &url).await.0,
+        200,
+        "admins pass every rule"
+    );
+    let missing = url.replace("sunset.bin", "nothing.bin");
+    let r = w.req(User, Method::GET, &missing).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    for who in [Editor, Guest] {
+        assert_eq!(
+            fetch_as(&w, who, &url).await.0,
+            404,
+            "{who:?} may not view the picture"
+        );
+    }
+    // Given to the editor, the picture's file follows it.
+    let body = json!({"owner_id": w.id(Editor)});
+    let (s, b) = w
+        .send(
+            Admin,
+            Method::PUT,
+            &format!("/pictures/{}", ids[0]),
+            Some(&body),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(fetch_as(&w, Editor, &url).await.0, 200);
+    assert_eq!(fetch_as(&w, User, &url).await.0, 404);
+    w.app.stop().await;
+}
+
+/// `GET url` as `who`: the status and the body.
+async fn fetch_as(w: &World, who: Who, url: &str) -> (u16, Vec<u8>) {
+    let r = w.req(who, Method::GET, url).send().await.unwrap();
+    (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
 }
