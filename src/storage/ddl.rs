@@ -58,9 +58,13 @@ pub fn plan(d: Dialect, entity: &Entity, existing: &[String]) -> Vec<String> {
         }
     }
     // A field a `list` or `view` rule reads gets an index on (field, id): a rule's page, in id
-    // order, is read straight from it.
+    // order, is read straight from it. On SQLite an index of the field alone is that index
+    // already (its entries are ordered by rowid, the id, within a value).
     for f in entity.access.row_fields() {
-        if entity.field(&f).is_some() {
+        let needed = entity
+            .field(&f)
+            .is_some_and(|field| !field.unique && (d == Dialect::Postgres || !indexed(field)));
+        if needed {
             let idx = d.quote(&rule_index(&entity.name, &f));
             out.push(format!(
                 "CREATE INDEX IF NOT EXISTS {idx} ON {table} ({}, \"id\")",
