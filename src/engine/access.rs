@@ -243,7 +243,7 @@ pub fn op_action(op: Op) -> Action {
 }
 
 /// Decides a create's rule on its values without SQL when it reads only them and the caller:
-/// `Ok(true)` when the guard has nothing left to decide.
+/// the guard then has nothing left to decide for it (`Err` when the rule refuses).
 pub fn decide_create_locally(
     e: &Entity,
     caller: &Caller,
