@@ -147,3 +147,14 @@ fn a_runtime_serves_ten_thousand_calls() {
     let took = started.elapsed();
     assert!(took < Duration::from_secs(15), "10,000 calls took {took:?}");
 }
+
+#[test]
+fn a_backtracking_regular_expression_is_stopped_in_time() {
+    let f =
+        file("function beforeCreate(r) {\n  r.match = /^(a+)+$/.test('a'.repeat(40) + 'b');\n}\n");
+    let mut rt = runtime();
+    let started = Instant::now();
+    let message = failed(call(&mut rt, &f, Hook::BeforeCreate, json!({}), None));
+    assert_eq!(message, format!("{FILE}: the hook ran longer than 100 ms"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
