@@ -15,6 +15,7 @@
 //! left as it was.
 
 use rquickjs::function::This;
+use rquickjs::object::Property;
 use rquickjs::{Array, Coerced, Ctx, FromJs, Object, Type, Value};
 use serde_json::{Map, Number, Value as Json};
 
@@ -57,11 +58,17 @@ pub fn to_js<'js>(ctx: &Ctx<'js>, value: &Json) -> rquickjs::Result<Value<'js>> 
     })
 }
 
-/// `map` as a JavaScript object of `ctx`, its properties in the map's order.
+/// `map` as a JavaScript object of `ctx`, its properties in the map's order. Each is defined
+/// as an own property, as `JSON.parse` does, so that a key `__proto__` is a field like any
+/// other rather than the object's prototype.
 pub fn object_to_js<'js>(ctx: &Ctx<'js>, map: &Map<String, Json>) -> rquickjs::Result<Object<'js>> {
     let object = Object::new(ctx.clone())?;
     for (key, value) in map {
-        object.set(key.as_str(), to_js(ctx, value)?)?;
+        let field = Property::from(to_js(ctx, value)?)
+            .writable()
+            .enumerable()
+            .configurable();
+        object.prop(key.as_str(), field)?;
     }
     Ok(object)
 }

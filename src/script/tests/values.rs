@@ -105,3 +105,17 @@ fn a_getter_that_throws_fails_at_its_line() {
     let message = failed(call(&mut rt, &f, Hook::BeforeCreate, json!({}), None));
     assert_eq!(message, format!("{FILE}:3: no x"));
 }
+
+#[test]
+fn a_key_named_proto_is_a_field_like_any_other() {
+    let f = file(
+        "function beforeCreate(r) { r.seen = Object.keys(r.data); r.inherits = typeof r.data.polluted; }",
+    );
+    let mut rt = runtime();
+    let rec = json!({"data": {"__proto__": {"polluted": true}, "a": 1}, "__proto__": 5});
+    let out = stored(call(&mut rt, &f, Hook::BeforeCreate, rec, None));
+    assert_eq!(
+        out,
+        json!({"data": {"__proto__": {"polluted": true}, "a": 1}, "__proto__": 5, "seen": ["__proto__", "a"], "inherits": "undefined"})
+    );
+}
