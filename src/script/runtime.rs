@@ -67,9 +67,9 @@ impl Runtime {
     ///
     /// `beforeCreate` and `beforeUpdate` give the record to store: the object the hook
     /// returned, else `record` as the hook left it; the other hooks give
-    /// [`HookOutcome::Proceed`]. A hook the file does not define changes nothing. After a
-    /// timeout or a memory overrun the file's context is dropped, and the next call
-    /// evaluates the file again.
+    /// [`HookOutcome::Proceed`]; what a hook does to `old` is not kept. A hook the file does
+    /// not define changes nothing. After a timeout or a memory overrun the file's context is
+    /// dropped, and the next call evaluates the file again.
     pub fn call(
         &mut self,
         file: &HookFile,
