@@ -27,6 +27,7 @@ pub mod reload;
 pub mod request_id;
 pub mod routes;
 pub mod schema;
+pub mod script;
 pub mod settings;
 pub mod shipped;
 pub mod storage;

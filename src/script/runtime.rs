@@ -1,0 +1,284 @@
+//! [`Runtime`]: one QuickJS runtime per worker thread, created once and reused. It keeps a
+//! context per hook file, evaluated on the file's first call (and again when the file was
+//! compiled anew), and bounds every call in time and all its contexts together in memory.
+
+use super::memory::{Budget, Counted};
+use super::sandbox::{self, Loaded, Thrown, Watch};
+use super::values::{self, BackError};
+use super::{CallerInfo, Hook, HookError, HookFile, HookOutcome, Limits, ScriptError, size};
+use rquickjs::{Ctx, Object, Value};
+use serde_json::{Map, Value as Json};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most native stack JavaScript may use: deep recursion fails as a `RangeError` well
+/// before a 2 MiB worker thread's stack runs out.
+const STACK: usize = 512 << 10;
+
+/// What was running when something went wrong, for the message.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    TopLevel,
+    Hook,
+}
+
+/// A JavaScript runtime for hook calls, for one thread (it cannot move between threads).
+pub struct Runtime {
+    /// Each file's context by its name, with the [`HookFile::id`] it was evaluated from.
+    /// Declared before `rt` so that the contexts go first.
+    files: HashMap<Arc<str>, (u64, Loaded)>,
+    watch: Rc<Watch>,
+    limits: Limits,
+    rt: rquickjs::Runtime,
+}
+
+impl Runtime {
+    /// A runtime bounded by `limits`: its allocator holds it to `limits.memory`, and its
+    /// interrupt handler stops any call at `limits.timeout`.
+    pub fn new(limits: Limits) -> Result<Runtime, HookError> {
+        let budget = Budget::new(limits.memory);
+        let counted = Counted {
+            budget: budget.clone(),
+        };
+        let rt = rquickjs::Runtime::new_with_alloc(counted)
+            .map_err(|e| HookError::Failed(format!("cannot start a JavaScript runtime: {e}")))?;
+        rt.set_max_stack_size(STACK);
+        let watch = Rc::new(Watch::new(budget));
+        let handler = watch.clone();
+        rt.set_interrupt_handler(Some(Box::new(move || handler.interrupt())));
+        Ok(Runtime {
+            files: HashMap::new(),
+            watch,
+            limits,
+            rt,
+        })
+    }
+
+    /// The bounds of this runtime.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Calls `hook` of `file` on `record` (for the delete hooks, the stored object being
+    /// deleted, which the hook receives as `old`), with `old` (for the update hooks, the
+    /// stored object before the change; `null` when absent) and `ctx.caller`.
+    ///
+    /// `beforeCreate` and `beforeUpdate` give the record to store: the object the hook
+    /// returned, else `record` as the hook left it; the other hooks give
+    /// [`HookOutcome::Proceed`]; what a hook does to `old` is not kept. A hook the file does
+    /// not define changes nothing. After a timeout or a memory overrun the file's context is
+    /// dropped, and the next call evaluates the file again.
+    pub fn call(
+        &mut self,
+        file: &HookFile,
+        hook: Hook,
+        record: Map<String, Json>,
+        old: Option<Map<String, Json>>,
+        caller: &CallerInfo,
+    ) -> Result<HookOutcome, HookError> {
+        if !file.defines(hook) {
+            return Ok(unchanged(hook, record));
+        }
+        let result = self
+            .load(file)
+            .map_err(|t| (Stage::TopLevel, t))
+            .and_then(|()| {
+                self.run(file, hook, &record, old.as_ref(), caller)
+                    .map_err(|t| (Stage::Hook, t))
+            });
+        self.watch.stop();
+        match result {
+            Ok(None) => Ok(unchanged(hook, record)),
+            Ok(Some(mut new)) => {
+                for (key, value) in new.iter_mut() {
+                    if let Some(before) = record.get(key) {
+                        values::keep_unchanged(value, before);
+                    }
+                }
+                Ok(HookOutcome::Record(new))
+            }
+            Err((stage, thrown)) => {
+                if matches!(thrown, Thrown::Timeout | Thrown::Memory) {
+                    self.files.remove(file.name());
+                    self.rt.run_gc();
+                }
+                Err(self.failure(file.name(), stage, thrown))
+            }
+        }
+    }
+
+    /// Evaluates `file` in a new context unless this compilation of it already has one.
+    fn load(&mut self, file: &HookFile) -> Result<(), Thrown> {
+        if matches!(self.files.get(file.name()), Some((id, _)) if *id == file.id) {
+            return Ok(());
+        }
+        self.files.remove(file.name());
+        self.watch.start(self.limits.timeout);
+        let loaded = sandbox::open(&self.rt, &self.watch, file.name(), &file.source)?;
+        self.files.insert(file.name.clone(), (file.id, loaded));
+        Ok(())
+    }
+
+    /// Runs `hook` in the loaded context of `file`; for the hooks that change the record,
+    /// the record to store.
+    fn run(
+        &self,
+        file: &HookFile,
+        hook: Hook,
+        record: &Map<String, Json>,
+        old: Option<&Map<String, Json>>,
+        caller: &CallerInfo,
+    ) -> Result<Option<Map<String, Json>>, Thrown> {
+        let (_, loaded) = &self.files[file.name()];
+        self.watch.start(self.limits.timeout);
+        loaded.context.with(|ctx| {
+            let fail = |e| sandbox::thrown(&ctx, e, file.name(), &self.watch);
+            let function = loaded
+                .hook(&ctx, hook)
+                .ok_or_else(|| Thrown::message(format!("{} is not defined", hook.name())))?;
+            let given = values::object_to_js(&ctx, record).map_err(fail)?;
+            let context = context_object(&ctx, caller).map_err(fail)?;
+            let returned: Value = match hook {
+                Hook::BeforeUpdate | Hook::AfterUpdate => {
+                    let old = match old {
+                        Some(old) => values::object_to_js(&ctx, old).map_err(fail)?.into_value(),
+                        None => Value::new_null(ctx.clone()),
+                    };
+                    function.call((given.clone(), old, context))
+                }
+                _ => function.call((given.clone(), context)),
+            }
+            .map_err(fail)?;
+            sandbox::settle(&ctx, &self.watch)?;
+            if !hook.changes_record() {
+                return Ok(None);
+            }
+            let chosen = chosen(hook, returned, given)?;
+            match values::from_js(&chosen) {
+                Ok(Some(Json::Object(map))) => Ok(Some(map)),
+                Ok(_) => Err(Thrown::message(format!(
+                    "{} returned a value that is not an object",
+                    hook.name()
+                ))),
+                Err(BackError::Js(e)) => Err(fail(e)),
+                Err(BackError::TooDeep) => Err(Thrown::message(format!(
+                    "the record {} returned is nested more than {} levels deep",
+                    hook.name(),
+                    values::MAX_DEPTH
+                ))),
+            }
+        })
+    }
+
+    /// `thrown` in `file` as the hook error callers see.
+    fn failure(&self, file: &str, stage: Stage, thrown: Thrown) -> HookError {
+        if let (Stage::Hook, Thrown::Refused { message, status }) = (stage, &thrown) {
+            return HookError::Refused {
+                message: message.clone(),
+                status: *status,
+            };
+        }
+        let (line, message) = explain(self.limits, stage, thrown);
+        let error = ScriptError {
+            file: file.to_string(),
+            line,
+            message,
+        };
+        HookError::Failed(error.to_string())
+    }
+}
+
+/// What `thrown` says, without the file: its line when known, and its message.
+fn explain(limits: Limits, stage: Stage, thrown: Thrown) -> (Option<u32>, String) {
+    let what = match stage {
+        Stage::TopLevel => "the file's top level",
+        Stage::Hook => "the hook",
+    };
+    match thrown {
+        Thrown::Refused { message, .. } => (None, format!("{what} threw Refuse: {message}")),
+        Thrown::Error { line, message } => (line, message),
+        Thrown::Timeout => (
+            None,
+            format!("{what} ran longer than {}", duration(limits.timeout)),
+        ),
+        Thrown::Memory => (
+            None,
+            format!("{what} used more than {}", size(limits.memory)),
+        ),
+    }
+}
+
+/// Evaluates `source` as the file `name` in a runtime of its own bounded by `limits`; the
+/// hooks it defines, in [`Hook::ALL`]'s order.
+pub(crate) fn check(name: &str, source: &str, limits: Limits) -> Result<[bool; 6], ScriptError> {
+    let error = |line, message| ScriptError {
+        file: name.to_string(),
+        line,
+        message,
+    };
+    let runtime = Runtime::new(limits).map_err(|e| error(None, e.to_string()))?;
+    runtime.watch.start(limits.timeout);
+    let opened = sandbox::open(&runtime.rt, &runtime.watch, name, source);
+    runtime.watch.stop();
+    match opened {
+        Ok(loaded) => Ok(loaded.defined()),
+        Err(thrown) => {
+            let (line, message) = explain(limits, Stage::TopLevel, thrown);
+            Err(error(line, message))
+        }
+    }
+}
+
+/// The outcome of a hook that changed nothing.
+fn unchanged(hook: Hook, record: Map<String, Json>) -> HookOutcome {
+    if hook.changes_record() {
+        HookOutcome::Record(record)
+    } else {
+        HookOutcome::Proceed
+    }
+}
+
+/// The record a `before*` hook gives: the object it returned, or `given` as it left it when
+/// it returned nothing.
+fn chosen<'js>(hook: Hook, returned: Value<'js>, given: Object<'js>) -> Result<Value<'js>, Thrown> {
+    if returned.is_undefined() {
+        return Ok(given.into_value());
+    }
+    if returned.is_promise() {
+        return Err(Thrown::message(format!(
+            "{} returned a promise: hooks run to the end before the change goes on, so a hook \
+             cannot be an async function",
+            hook.name()
+        )));
+    }
+    if returned.is_object() && !returned.is_array() && !returned.is_function() {
+        return Ok(returned);
+    }
+    Err(Thrown::message(format!(
+        "{} returned {}: return the record, or nothing to keep the record it was given",
+        hook.name(),
+        sandbox::kind(&returned)
+    )))
+}
+
+/// The `ctx` argument of a hook: `{caller: {id, login, role}}`.
+fn context_object<'js>(ctx: &Ctx<'js>, caller: &CallerInfo) -> rquickjs::Result<Object<'js>> {
+    let who = Object::new(ctx.clone())?;
+    who.set("id", values::to_js(ctx, &Json::from(caller.id))?)?;
+    who.set("login", caller.login.as_str())?;
+    who.set("role", caller.role.as_str())?;
+    let context = Object::new(ctx.clone())?;
+    context.set("caller", who)?;
+    Ok(context)
+}
+
+/// `d` for people: `100 ms`, or as Rust writes it below a millisecond.
+fn duration(d: Duration) -> String {
+    if d.as_millis() > 0 && d.subsec_nanos().is_multiple_of(1_000_000) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{d:?}")
+    }
+}
