@@ -1,7 +1,8 @@
 //! The entities as the data page builds its forms from them (`GET /tools/entities`): each
 //! entity's fields with their type, whether they are required, their limits, enum values and
-//! referenced entity, who may read and write the entity, and the field that names an object in a
-//! reference picker. Taken from the catalog in force, so the forms follow a reload.
+//! referenced entity, the entity's access rules (decided here when they are lists of roles), and
+//! the field that names an object in a reference picker. Taken from the catalog in force, so the
+//! forms follow a reload.
 
 use crate::schema::rules::Rule;
 use crate::schema::{Action, Catalog, Entity, Field, FieldType};

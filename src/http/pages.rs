@@ -144,8 +144,8 @@ impl PagesApi {
     /// The entities, as the data page's forms are built from them
     ///
     /// Per entity: its fields (type, required, `max_length`, enum values, the referenced
-    /// entity, default, who may set it), the roles that read and write it, and the field that
-    /// names an object in a reference picker (`label`). Needs no credentials: it says what
+    /// entity, default, who may set it), each access rule as written with its roles when it is
+    /// a list of roles, and the field that names an object in a reference picker (`label`). Needs no credentials: it says what
     /// `/openapi.json` says.
     #[oai(
         path = "/tools/entities",
