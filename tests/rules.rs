@@ -33,13 +33,14 @@ use std::process::Command;
 
 /// The entity files of these tests.
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rules");
-const ENTITY_FILES: [&str; 6] = [
+const ENTITY_FILES: [&str; 7] = [
     "users.yaml",
     "notes.yaml",
     "comments.yaml",
     "boards.yaml",
     "posts.yaml",
     "pictures.yaml",
+    "tags.yaml",
 ];
 /// An id no object has.
 const MISSING: i64 = 999_999_999;
@@ -1502,4 +1503,64 @@ async fn a_stored_file_is_served_only_to_those_who_may_view_its_row() {
 async fn fetch_as(w: &World, who: Who, url: &str) -> (u16, Vec<u8>) {
     let r = w.req(who, Method::GET, url).send().await.unwrap();
     (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
+}
+
+/// A save by key (`upsert=1`) updates a row its caller may update, whatever `create` says, and
+/// creates one only where the `create` rule admits it (here a rule on the caller's own users
+/// record, decided in SQL); a row the caller may not view is not theirs to save over.
+#[tokio::test]
+async fn a_save_by_key_updates_what_its_caller_may_change_and_creates_what_create_admits() {
+    let w = World::start().await;
+    let tag = w
+        .app
+        .create("tags", json!({"name": "mine", "owner_id": w.id(User)}))
+        .await;
+    w.app
+        .create("tags", json!({"name": "theirs", "owner_id": w.id(Editor)}))
+        .await;
+    let save = |name: &str, note: &str| json!({"name": name, "note": note});
+    let got = w
+        .send(
+            User,
+            Method::POST,
+            "/tags?upsert=1",
+            Some(&save("mine", "kept")),
+        )
+        .await;
+    assert_eq!((got.0, &got.1["id"]), (200, &tag["id"]), "{}", got.1);
+    assert_eq!(got.1["note"], "kept");
+    let got = w
+        .send(
+            User,
+            Method::POST,
+            "/tags?upsert=1",
+            Some(&save("theirs", "x")),
+        )
+        .await;
+    assert_reply("a save over a tag the user may not view", &got, 403);
+    let got = w
+        .send(
+            User,
+            Method::POST,
+            "/tags?upsert=1",
+            Some(&save("new", "x")),
+        )
+        .await;
+    assert_reply("a create the rule on the caller's email refuses", &got, 403);
+    let email = json!({"email": "user@example.org"});
+    let own = format!("/users/{}", w.id(User));
+    assert_eq!(w.send(User, Method::PUT, &own, Some(&email)).await.0, 200);
+    let got = w
+        .send(
+            User,
+            Method::POST,
+            "/tags?upsert=1",
+            Some(&save("new", "x")),
+        )
+        .await;
+    assert_eq!(got.0, 200, "{}", got.1);
+    assert_eq!(got.1["owner_id"], w.id(User), "{}", got.1);
+    let (ids, total) = w.listed(User, "/tags").await;
+    assert_eq!((ids.len(), total), (2, 2));
+    w.app.stop().await;
 }

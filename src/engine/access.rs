@@ -213,9 +213,6 @@ pub fn guard(e: &Entity, caller: &Caller, op: Op) -> Result<Option<Guard>, CallE
     {
         return Err(refused(e, action));
     }
-    if op == Op::Save && matches!(create, Gate::Closed) {
-        return Err(refused(e, Action::Create));
-    }
     if matches!(view, Gate::Closed) {
         return Err(refused(e, Action::View));
     }

@@ -168,7 +168,6 @@ async fn run(
         Some(id) => Target::Id(id),
         None => Target::Key(&p.key),
     };
-    let mut may_create = true;
     if let Some(g) = &p.guard {
         match guarded(ex, d, p, g, target).await? {
             Guarded::Go => {}
@@ -176,10 +175,6 @@ async fn run(
             Guarded::NoRow => return Ok(Done::Missing),
             Guarded::Refused(why) => return Ok(Done::Refused(why)),
         }
-        may_create = g.create != Need::Fail;
-    }
-    if p.op == Op::Save && !may_create {
-        return Ok(Done::Refused(super::access::refused(e, Action::Create)));
     }
     match p.op {
         Op::Create => entity::insert(ex, d, e, p.values.clone())
@@ -199,6 +194,11 @@ async fn run(
                     Some(Err(why)) => return Ok(Done::Refused(why.clone())),
                     None => return Ok(Done::Missing),
                 };
+                if let Some(g) = &p.guard
+                    && !may_create(ex, d, e, g, &values).await?
+                {
+                    return Ok(Done::Refused(super::access::refused(e, Action::Create)));
+                }
                 if let Some(row) = entity::insert_unless_key_taken(ex, d, e, values, &e.key).await?
                 {
                     return Ok(Done::Row(row));
@@ -210,6 +210,26 @@ async fn run(
                 message: "a save by key kept meeting other writers of the same key".into(),
             })
         }
+    }
+}
+
+/// Whether a save that found no row may create one with `values`, by the `create` rule.
+async fn may_create(
+    ex: &mut dyn Exec,
+    d: crate::storage::Dialect,
+    e: &crate::schema::Entity,
+    g: &Guard,
+    values: &[(String, crate::storage::Value)],
+) -> Result<bool, StorageError> {
+    match (g.create, e.access.rule(Action::Create)) {
+        (Need::Sql, Rule::Expr(x)) => {
+            let bind = Bindings {
+                caller: &g.caller,
+                new: Some(values),
+            };
+            rules::check_new(ex, d, x, &bind).await
+        }
+        (need, _) => Ok(need != Need::Fail),
     }
 }
 
