@@ -1,16 +1,21 @@
 //! The id of the HTTP request being served (`X-Request-Id`), for the work it hands on: a
 //! background request stores it and its worker logs under it.
 
+use poem::http::HeaderValue;
+
 tokio::task_local! {
-    static CURRENT: String;
+    static CURRENT: HeaderValue;
 }
 
-/// Runs `f` as the work of the HTTP request `id`.
-pub async fn serving<F: std::future::Future>(id: String, f: F) -> F::Output {
-    CURRENT.scope(id, f).await
+/// Runs `f` as the work of the HTTP request `id` (as its `X-Request-Id` header answers it).
+pub fn serving<F: std::future::Future>(id: HeaderValue, f: F) -> impl Future<Output = F::Output> {
+    CURRENT.scope(id, f)
 }
 
 /// The id of the HTTP request this task serves, if it serves one.
 pub fn current() -> Option<String> {
-    CURRENT.try_with(Clone::clone).ok()
+    CURRENT
+        .try_with(|id| id.to_str().ok().map(str::to_string))
+        .ok()
+        .flatten()
 }

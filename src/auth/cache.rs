@@ -18,7 +18,9 @@ const MAX_ENTRIES: usize = 100_000;
 pub type Digest = [u8; 32];
 
 pub struct CredentialCache {
-    key: [u8; 32],
+    /// The HMAC keyed with a per-process random key, copied for each digest (keying it again
+    /// would cost two more hash blocks a digest).
+    keyed: Hmac<Sha256>,
     entries: Mutex<HashMap<Digest, (Caller, Instant)>>,
     /// Per user: the global generation at that user's last change.
     changed: Mutex<HashMap<i64, u64>>,
@@ -28,7 +30,8 @@ pub struct CredentialCache {
 impl Default for CredentialCache {
     fn default() -> Self {
         CredentialCache {
-            key: rand::random(),
+            keyed: Hmac::<Sha256>::new_from_slice(&rand::random::<[u8; 32]>())
+                .expect("any key length"),
             entries: Mutex::new(HashMap::new()),
             changed: Mutex::new(HashMap::new()),
             generation: std::sync::atomic::AtomicU64::new(1),
@@ -39,7 +42,7 @@ impl Default for CredentialCache {
 impl CredentialCache {
     /// The keyed digest of a credential (`kind` separates Basic pairs from tokens).
     pub fn digest(&self, kind: &str, secret: &[&str]) -> Digest {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+        let mut mac = self.keyed.clone();
         mac.update(kind.as_bytes());
         for s in secret {
             mac.update(&(s.len() as u64).to_le_bytes());

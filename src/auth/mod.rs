@@ -167,10 +167,20 @@ impl Auth {
         encoded: &str,
         addr: Option<IpAddr>,
     ) -> Result<Caller, AuthError> {
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(encoded.trim())
-            .map_err(|_| AuthError::BadPassword)?;
-        let text = String::from_utf8(raw).map_err(|_| AuthError::BadPassword)?;
+        let b64 = &base64::engine::general_purpose::STANDARD;
+        let encoded = encoded.trim();
+        // Decoded on the stack when it fits (it nearly always does), else into a vector.
+        let mut buf = [0u8; 384];
+        let owned;
+        let raw = match b64.decode_slice(encoded, &mut buf) {
+            Ok(n) => &buf[..n],
+            Err(base64::DecodeSliceError::OutputSliceTooSmall) => {
+                owned = b64.decode(encoded).map_err(|_| AuthError::BadPassword)?;
+                &owned[..]
+            }
+            Err(_) => return Err(AuthError::BadPassword),
+        };
+        let text = std::str::from_utf8(raw).map_err(|_| AuthError::BadPassword)?;
         let (login, password) = text.split_once(':').ok_or(AuthError::BadPassword)?;
         self.basic(login, password, addr).await
     }

@@ -63,6 +63,18 @@ impl Engine {
 
     /// One object.
     pub async fn get(&self, caller: &Caller, name: &str, id: i64) -> Result<Json, CallError> {
+        let (e, row) = self.get_row(caller, name, id).await?;
+        Ok(render::object(&e, &row))
+    }
+
+    /// One object as its entity and stored row, for a caller that writes the object itself
+    /// ([`render::RowObject`]) without building its tree of values.
+    pub async fn get_row(
+        &self,
+        caller: &Caller,
+        name: &str,
+        id: i64,
+    ) -> Result<(Arc<Entity>, crate::storage::Row), CallError> {
         let e = self.entity(name)?;
         let missing = || CallError::NotFound {
             entity: name.to_string(),
@@ -79,11 +91,15 @@ impl Engine {
             }
             ViewCheck::None | ViewCheck::OnRow(_) => self.read_row(&e, id).await?,
         };
-        match row.map_err(internal)? {
+        let row = match row.map_err(internal)? {
             Some(row) => match check {
-                ViewCheck::OnRow(x) if !access::row_passes(&e, x, caller, &row) => Err(missing()),
-                _ => Ok(render::object(&e, &row)),
+                ViewCheck::OnRow(x) if !access::row_passes(&e, x, caller, &row) => None,
+                _ => Some(row),
             },
+            None => None,
+        };
+        match row {
+            Some(row) => Ok((e, row)),
             None => Err(missing()),
         }
     }

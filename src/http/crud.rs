@@ -146,8 +146,13 @@ pub async fn get_one(
 ) -> Result<Response> {
     let caller = who.for_rule(state, &entity, Action::View)?;
     let id = parse_id(&entity, &id)?;
-    let obj = state.engine.get(&caller, &entity, id).await?;
-    Ok(json_response(StatusCode::OK, &obj))
+    let (e, row) = state.engine.get_row(&caller, &entity, id).await?;
+    let body = serde_json::to_vec(&render::RowObject(&e, &row))
+        .map_err(|_| ApiError::from(CallError::Internal))?;
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .content_type("application/json")
+        .body(body))
 }
 
 /// The parameters of a single create or update: query-string fields, overridden by the body's.

@@ -57,17 +57,22 @@ pub struct Authed(pub Caller);
 
 impl<'a> FromRequest<'a> for Authed {
     async fn from_request(req: &'a Request, _body: &mut RequestBody) -> poem::Result<Self> {
-        let state = req
-            .data::<Arc<AppState>>()
-            .expect("the state is attached to every route");
-        let auth = &state.auth;
-        let caller = match presented(req)? {
-            Presented::Basic(encoded) => auth.basic_header(encoded, client_ip(req)).await,
-            Presented::Token(t) => auth.token(&t).await,
-            Presented::Nothing => Err(crate::auth::AuthError::Missing),
-        };
-        Ok(Authed(caller.map_err(ApiError::from)?))
+        Ok(Authed(check(req, presented(req)?).await?))
     }
+}
+
+/// The caller the credential `presented` by `req` signs in.
+async fn check(req: &Request, presented: Presented<'_>) -> Result<Caller, ApiError> {
+    let state = req
+        .data::<Arc<AppState>>()
+        .expect("the state is attached to every route");
+    let auth = &state.auth;
+    let caller = match presented {
+        Presented::Basic(encoded) => auth.basic_header(encoded, client_ip(req)).await,
+        Presented::Token(t) => auth.token(&t).await,
+        Presented::Nothing => Err(crate::auth::AuthError::Missing),
+    };
+    Ok(caller?)
 }
 
 /// The caller of a route that an entity's `public` rule may open to anyone: `None` when the
@@ -75,12 +80,11 @@ impl<'a> FromRequest<'a> for Authed {
 pub struct MaybeAuthed(pub Option<Caller>);
 
 impl<'a> FromRequest<'a> for MaybeAuthed {
-    async fn from_request(req: &'a Request, body: &mut RequestBody) -> poem::Result<Self> {
-        if matches!(presented(req)?, Presented::Nothing) {
-            return Ok(MaybeAuthed(None));
-        }
-        let Authed(caller) = Authed::from_request(req, body).await?;
-        Ok(MaybeAuthed(Some(caller)))
+    async fn from_request(req: &'a Request, _body: &mut RequestBody) -> poem::Result<Self> {
+        Ok(MaybeAuthed(match presented(req)? {
+            Presented::Nothing => None,
+            p => Some(check(req, p).await?),
+        }))
     }
 }
 
@@ -126,10 +130,12 @@ enum Presented<'a> {
 fn presented(req: &Request) -> Result<Presented<'_>, ApiError> {
     if let Some(h) = req.header("authorization") {
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
-        return Ok(match scheme.to_ascii_lowercase().as_str() {
-            "basic" => Presented::Basic(rest),
-            "bearer" => Presented::Token(rest.trim().to_string()),
-            _ => Presented::Nothing,
+        return Ok(if scheme.eq_ignore_ascii_case("basic") {
+            Presented::Basic(rest)
+        } else if scheme.eq_ignore_ascii_case("bearer") {
+            Presented::Token(rest.trim().to_string())
+        } else {
+            Presented::Nothing
         });
     }
     Ok(
@@ -204,15 +210,16 @@ fn collapse_slashes(req: &mut Request) {
     }
 }
 
-/// The request's path with its prefix, as the client sent it (doubled slashes collapsed).
+/// The request's URI with its prefix, as the client sent it (doubled slashes collapsed); a copy
+/// of a URI shares its text.
 #[derive(Clone)]
-pub struct FullPath(pub Arc<str>);
+pub struct FullPath(pub poem::http::Uri);
 
 /// The path of `req` with its prefix.
 pub fn full_path(req: &Request) -> &str {
     req.extensions()
         .get::<FullPath>()
-        .map_or_else(|| req.uri().path(), |p| &p.0)
+        .map_or_else(|| req.uri().path(), |p| p.0.path())
 }
 
 /// A stored file's key reaches its route as one segment ([`routes::one_segment_key`]).
@@ -240,14 +247,19 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// The id of a request: the client's `X-Request-Id` when it is 1 to 128 visible ASCII
 /// characters, else a new random one. It is answered in `X-Request-Id` and is a field of every
 /// log line written while the request runs.
-fn request_id(req: &Request) -> String {
-    req.headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()))
-        .map(str::to_string)
-        .unwrap_or_else(|| hex::encode(rand::random::<[u8; 16]>()))
+fn request_id(req: &Request) -> poem::http::HeaderValue {
+    if let Some(v) = req.headers().get(X_REQUEST_ID)
+        && (1..=128).contains(&v.len())
+        && v.as_bytes().iter().all(u8::is_ascii_graphic)
+    {
+        return v.clone();
+    }
+    let mut hex = [0u8; 32];
+    hex::encode_to_slice(rand::random::<[u8; 16]>(), &mut hex).expect("32 digits for 16 bytes");
+    poem::http::HeaderValue::from_bytes(&hex).expect("hex digits make a header value")
 }
+
+const X_REQUEST_ID: poem::http::HeaderName = poem::http::HeaderName::from_static("x-request-id");
 
 /// Serves `GET /metrics` without credentials on `addr` (`--metrics-bind`), until `stop`.
 pub async fn metrics_server(
@@ -301,15 +313,16 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
             let allowed = allowed.clone();
             let busy = conns.busy(req.local_addr(), req.remote_addr());
             let id = request_id(&req);
-            let span = tracing::info_span!("request", request_id = %id);
+            let span = tracing::info_span!("request", request_id = %id.to_str().unwrap_or(""));
             let serving = id.clone();
             let started = std::time::Instant::now();
             let method = req.method().clone();
             let work = async move {
                 let _busy = busy;
                 collapse_slashes(&mut req);
-                let full: Arc<str> = Arc::from(req.uri().path());
-                req.extensions_mut().insert(FullPath(full.clone()));
+                let route = routes::find(req.uri().path());
+                let full = FullPath(req.uri().clone());
+                req.extensions_mut().insert(full);
                 file_key_as_one_segment(&mut req);
                 let (mut resp, cors) = match origin::check(&req, &allowed) {
                     // A preflight, or a cross-site write refused: answered here.
@@ -320,20 +333,18 @@ pub fn app(state: Arc<AppState>) -> impl Endpoint {
                     },
                 };
                 if resp.status() == StatusCode::METHOD_NOT_ALLOWED
-                    && let Ok(v) = poem::http::HeaderValue::from_str(&routes::allow(&full))
+                    && let Ok(v) = poem::http::HeaderValue::from_str(&routes::allow_of(route))
                 {
                     resp.headers_mut().insert("allow", v);
                 }
                 if let Some(o) = cors {
                     origin::decorate(&mut resp, o);
                 }
-                if let Ok(v) = poem::http::HeaderValue::from_str(&id) {
-                    resp.headers_mut().insert("x-request-id", v);
-                }
+                resp.headers_mut().insert(X_REQUEST_ID, id);
                 tracing::debug!(status = resp.status().as_u16(), "request answered");
                 crate::telemetry::http(
-                    method.as_str(),
-                    routes::find(&full).map_or("unknown", |r| r.path),
+                    &method,
+                    route.map_or("unknown", |r| r.path),
                     resp.status().as_u16(),
                     started.elapsed().as_secs_f64(),
                 );

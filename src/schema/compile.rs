@@ -430,6 +430,7 @@ fn build(
         line: loc.line(&["name"]),
         create_validator: compile(&create_schema)?,
         update_validator: compile(&update_schema)?,
+        memo: Default::default(),
         create_schema,
         update_schema,
     })

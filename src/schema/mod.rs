@@ -186,6 +186,24 @@ pub struct Entity {
     /// JSON Schema of an update payload (nothing required), and its compiled validator.
     pub update_schema: Json,
     pub update_validator: jsonschema::Validator,
+    /// What is derived from the entity on first use and kept (an entity does not change once
+    /// compiled: a reload compiles new ones).
+    pub memo: Memo,
+}
+
+/// Values derived from an entity once, on first use: its column types, and texts the storage
+/// writes for it (its read by id, one per database dialect, by slot).
+#[derive(Debug, Default)]
+pub struct Memo {
+    texts: [std::sync::OnceLock<String>; 2],
+    col_types: std::sync::OnceLock<Vec<ColType>>,
+}
+
+impl Memo {
+    /// The text of `slot` (0 or 1), written by `write` the first time.
+    pub fn text(&self, slot: usize, write: impl FnOnce() -> String) -> &str {
+        self.texts[slot].get_or_init(write)
+    }
 }
 
 impl Field {
@@ -219,6 +237,11 @@ impl Entity {
         std::iter::once("id")
             .chain(self.fields.iter().map(|f| f.name.as_str()))
             .chain(["created_dt", "updated_dt"])
+    }
+
+    /// [`Entity::col_types`], computed once.
+    pub fn col_types_once(&self) -> &[ColType] {
+        self.memo.col_types.get_or_init(|| self.col_types())
     }
 
     /// Column storage types in row order.

@@ -278,10 +278,15 @@ pub fn get_sql(d: Dialect, e: &Entity) -> String {
     )
 }
 
+/// A row by id; the statement is written once per entity and dialect.
 pub async fn get(ex: &mut dyn Exec, d: Dialect, e: &Entity, id: i64) -> Result<Option<Row>> {
-    let rows = ex
-        .fetch(&get_sql(d, e), &[Value::int(id)], &e.col_types())
-        .await?;
+    let slot = match d {
+        Dialect::Sqlite => 0,
+        Dialect::Postgres => 1,
+    };
+    let sql = e.memo.text(slot, || get_sql(d, e));
+    let types = e.col_types_once();
+    let rows = ex.fetch(sql, &[Value::int(id)], types).await?;
     Ok(rows.into_iter().next())
 }
 
