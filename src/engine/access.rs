@@ -180,6 +180,16 @@ pub enum Need {
 }
 
 impl Need {
+    /// What this part of a guard asks of a row, with `e`'s rule of `action` when it is left
+    /// to SQL.
+    pub fn test(self, e: &Entity, action: Action) -> crate::storage::rules::Test<'_> {
+        use crate::storage::rules::Test;
+        match (self, e.access.rule(action)) {
+            (Need::Sql, Rule::Expr(x)) => Test::Expr(x),
+            (need, _) => Test::Known(need != Need::Fail),
+        }
+    }
+
     fn of(g: Gate<'_>) -> Need {
         match g {
             Gate::Open => Need::Pass,

@@ -257,10 +257,7 @@ async fn guarded(
         new,
     };
     let action = super::access::op_action(p.op);
-    let test = |need: Need, action: Action| match (need, e.access.rule(action)) {
-        (Need::Sql, Rule::Expr(x)) => Test::Expr(x),
-        (need, _) => Test::Known(need != Need::Fail),
-    };
+    let test = |need: Need, action| need.test(e, action);
     if p.op == Op::Create {
         let passes = match test(g.op, action) {
             Test::Known(b) => b,

@@ -7,7 +7,6 @@
 use crate::engine::access::{self, Guard, Need};
 use crate::engine::{Caller, Op};
 use crate::schema::Entity;
-use crate::schema::rules::Rule;
 use crate::storage::changes::ChangeOp;
 use crate::storage::entity::Target;
 use crate::storage::rules::{self, Bindings, Test};
@@ -37,10 +36,7 @@ pub async fn admits(
     id: i64,
     values: Option<&[(String, Value)]>,
 ) -> Result<bool, StorageError> {
-    let test = |need: Need, action| match (need, e.access.rule(action)) {
-        (Need::Sql, Rule::Expr(x)) => Test::Expr(x),
-        (need, _) => Test::Known(need != Need::Fail),
-    };
+    let test = |need: Need, action| need.test(e, action);
     let bind = Bindings {
         caller: &g.caller,
         new: values,
