@@ -174,6 +174,7 @@ impl App {
         // Before anything is accepted, every scratch file no request owns is an orphan.
         jobs.sweep_scratch(std::time::Duration::ZERO).await?;
         engine::password::set_min_length(settings.min_password_length);
+        script::pool::set_limits(settings.hook_limits);
         let conns = Arc::new(http::conn::Connections::default());
         let acceptor =
             http::conn::TimedAcceptor::new(acceptor, settings.header_timeout, conns.clone());

@@ -42,7 +42,7 @@ enum Command {
         #[arg(long, env = "ENTISERVE_DEV")]
         dev: bool,
         #[command(flatten)]
-        limits: Limits,
+        limits: Box<Limits>,
     },
     /// Check entity definitions: exit 0, or print every error as file:line: message and exit 1.
     Check {
@@ -195,6 +195,14 @@ struct Limits {
     /// Shortest password a call may set.
     #[arg(long, env = "ENTISERVE_MIN_PASSWORD_LENGTH", default_value_t = 8)]
     min_password_length: usize,
+    /// Longest time one JavaScript hook call may run: 100ms, 2s (time spent in its ctx calls
+    /// does not count).
+    #[arg(long, env = "ENTISERVE_HOOK_TIMEOUT", default_value = "100ms", value_parser = parse_hook_timeout)]
+    hook_timeout: std::time::Duration,
+    /// Most memory of one JavaScript runtime (one per worker thread and hook level): 64MiB,
+    /// 512KiB, 1GiB.
+    #[arg(long, env = "ENTISERVE_HOOK_MEMORY", default_value = "64MiB", value_parser = parse_size)]
+    hook_memory: usize,
     /// Failed sign-ins of one login from one address before attempts are throttled (429);
     /// four times as many from one address over all logins.
     #[arg(long, env = "ENTISERVE_SIGNIN_FREE_FAILURES", default_value_t = 5)]
@@ -243,6 +251,47 @@ struct Limits {
 enum LogFormat {
     Text,
     Json,
+}
+
+/// `100ms`, `2s`, or plain milliseconds.
+fn parse_hook_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (n, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a time such as 100ms"))?;
+    let d = match unit.trim() {
+        "" | "ms" => std::time::Duration::from_millis(n),
+        "s" => std::time::Duration::from_secs(n),
+        _ => return Err(format!("`{s}`: use ms or s")),
+    };
+    if d.is_zero() {
+        return Err("the hook timeout must be above zero".into());
+    }
+    Ok(d)
+}
+
+/// `64MiB`, `512KiB`, `1GiB` (or KB/MB/GB, K/M/G, meaning the same), or plain bytes.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (n, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: usize = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size such as 64MiB"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("`{s}`: use KiB, MiB or GiB")),
+    };
+    let bytes = n
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))?;
+    if bytes < 1 << 20 {
+        return Err("the hook memory must be at least 1MiB".into());
+    }
+    Ok(bytes)
 }
 
 /// `30s`, `15m`, `6h`, `1d`, or plain seconds.
@@ -331,6 +380,10 @@ fn main() -> ExitCode {
             s.max_field_bytes = limits.max_field_bytes;
             s.max_batch_bytes = limits.max_batch_bytes;
             s.min_password_length = limits.min_password_length;
+            s.hook_limits = entiserve::script::Limits {
+                timeout: limits.hook_timeout,
+                memory: limits.hook_memory,
+            };
             s.signin_free_failures = limits.signin_free_failures;
             s.allowed_origins = limits
                 .allowed_origins
@@ -352,7 +405,13 @@ fn main() -> ExitCode {
             s.admin_password = std::env::var("ENTISERVE_ADMIN_PASSWORD")
                 .ok()
                 .filter(|p| !p.is_empty());
-            let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+            // Hooks that write through `ctx` run the hooks they meet on the same thread, at
+            // most four levels deep: the workers get room for them.
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_stack_size(8 << 20)
+                .build()
+                .expect("a tokio runtime");
             match rt.block_on(serve(s)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

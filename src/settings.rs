@@ -34,6 +34,8 @@ pub struct Settings {
     pub max_batch_bytes: usize,
     /// Shortest password a call may set.
     pub min_password_length: usize,
+    /// Bounds of JavaScript hooks: each call's time and each runtime's memory.
+    pub hook_limits: crate::script::Limits,
     /// Failed sign-ins of one login from one address before attempts are throttled (four
     /// times as many from one address over all logins).
     pub signin_free_failures: u32,
@@ -90,6 +92,7 @@ impl Settings {
             max_field_bytes: 64 * 1024,
             max_batch_bytes: 64 << 20,
             min_password_length: 8,
+            hook_limits: crate::script::Limits::default(),
             signin_free_failures: FREE_PER_LOGIN,
             allowed_origins: Vec::new(),
             header_timeout: Duration::from_secs(30),

@@ -305,7 +305,7 @@ impl<'a> ChunkRun<'a, '_> {
             _ => None,
         };
         let o = if self.optimistic {
-            match exec::execute_unguarded(self.engine, tx, p, self.stamp).await? {
+            match exec::execute_unguarded(self.engine, tx, self.caller, p, self.stamp).await? {
                 Some(o) => o,
                 None => return Ok(None),
             }
@@ -407,7 +407,7 @@ impl Engine {
         let mut prepared = Vec::with_capacity(calls.len());
         for call in calls {
             prepared.push(match call {
-                Ok(c) => prepare::prepare_at(self.hooks.as_ref(), &catalog, caller, c, &now).await,
+                Ok(c) => prepare::prepare_at(self, &catalog, caller, c, &now).await,
                 Err(e) => Err(e),
             });
         }

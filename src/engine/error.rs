@@ -39,6 +39,10 @@ pub enum CallError {
     Internal,
     /// The disk or the store is full: nothing was applied.
     InsufficientStorage,
+    /// A hook refused the change (`throw new Refuse(message, status)`), with a 4xx status.
+    Refused { message: String, status: u16 },
+    /// A hook failed (an exception, its time or memory limit): `<file>:<line>: <message>`.
+    HookFailed(String),
     /// The call succeeded but was not applied: `failed` (`line 7`, `item 3`) failed in the
     /// same all-or-nothing request.
     NotApplied { failed: String },
@@ -66,7 +70,8 @@ impl CallError {
             | CallError::KeyTaken { .. }
             | CallError::Referenced { .. }
             | CallError::NotApplied { .. } => 409,
-            CallError::Internal => 500,
+            CallError::Refused { status, .. } => *status,
+            CallError::Internal | CallError::HookFailed(_) => 500,
             CallError::InsufficientStorage => 507,
             CallError::ChangedElsewhere(_) => 503,
         }
@@ -83,6 +88,8 @@ impl CallError {
             CallError::InvalidReference { .. } => "invalid_reference",
             CallError::Conflict { .. } | CallError::KeyTaken { .. } => "conflict",
             CallError::Referenced { .. } => "referenced",
+            CallError::Refused { .. } => "refused",
+            CallError::HookFailed(_) => "hook_failed",
             CallError::Internal => "internal_error",
             CallError::InsufficientStorage => "insufficient_storage",
             CallError::NotApplied { .. } => "not_applied",
@@ -133,6 +140,8 @@ impl CallError {
             CallError::Referenced { .. } => {
                 "the object is still referenced by other objects".into()
             }
+            CallError::Refused { message, .. } => message.clone(),
+            CallError::HookFailed(message) => message.clone(),
             CallError::Internal => "the server failed to handle this request".into(),
             CallError::InsufficientStorage => {
                 "the server's disk or file store is full: nothing was applied; try again once \

@@ -18,11 +18,14 @@ use crate::storage::{Exec, PoolExec, Row, StorageError, Value};
 pub async fn execute(
     engine: &Engine,
     ex: &mut dyn Exec,
-    _caller: &Caller,
+    caller: &Caller,
     p: &Prepared,
     isolate: bool,
     stamp: i64,
 ) -> Result<Outcome, StorageError> {
+    if super::scripted::in_transaction(p) {
+        return super::scripted::execute(engine, ex, caller, p, stamp).await;
+    }
     if isolate {
         ex.execute("SAVEPOINT item", &[]).await?;
     }
@@ -56,9 +59,16 @@ pub async fn execute(
 pub async fn execute_unguarded(
     engine: &Engine,
     ex: &mut dyn Exec,
+    caller: &Caller,
     p: &Prepared,
     stamp: i64,
 ) -> Result<Option<Outcome>, StorageError> {
+    if super::scripted::in_transaction(p) {
+        // Hooked calls keep a savepoint of their own: a failure leaves nothing behind.
+        return super::scripted::execute(engine, ex, caller, p, stamp)
+            .await
+            .map(Some);
+    }
     match run(ex, engine.storage.dialect(), p, stamp).await {
         Err(
             StorageError::Unique { .. } | StorageError::ForeignKey | StorageError::NotNull { .. },
@@ -69,7 +79,7 @@ pub async fn execute_unguarded(
 
 /// The outcome of a call that ran: its object, or why it failed. An `Err` when the database
 /// failed (the transaction is then rolled back).
-async fn outcome_of(
+pub(super) async fn outcome_of(
     engine: &Engine,
     p: &Prepared,
     result: Result<Done, StorageError>,
@@ -77,18 +87,7 @@ async fn outcome_of(
     Ok(match result {
         Ok(Done::Row(row)) => Ok(render::object(&p.entity, &row)),
         Ok(Done::Refused(e)) => Err(e),
-        Ok(Done::Missing) if p.by_key() => Err(CallError::NoKeyMatch {
-            entity: p.entity.name.clone(),
-            key: p
-                .key
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_json()))
-                .collect(),
-        }),
-        Ok(Done::Missing) => Err(CallError::NotFound {
-            entity: p.entity.name.clone(),
-            id: p.id.unwrap_or_default(),
-        }),
+        Ok(Done::Missing) => Err(missing(p)),
         Err(StorageError::Unique { column }) => Err(conflict(&p.entity, column)),
         Err(StorageError::NotNull { column }) => Err(CallError::invalid_field(
             column.as_deref().unwrap_or("value"),
@@ -122,6 +121,25 @@ async fn outcome_of(
     })
 }
 
+/// The error of a call whose object does not exist (for its caller).
+pub(super) fn missing(p: &Prepared) -> CallError {
+    if p.by_key() {
+        CallError::NoKeyMatch {
+            entity: p.entity.name.clone(),
+            key: p
+                .key
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
+        }
+    } else {
+        CallError::NotFound {
+            entity: p.entity.name.clone(),
+            id: p.id.unwrap_or_default(),
+        }
+    }
+}
+
 /// The error of a taken unique value. Storage names a unique index by its columns joined
 /// with `_`, so a key of several fields is recognised by that name.
 fn conflict(e: &Entity, column: Option<String>) -> CallError {
@@ -134,7 +152,7 @@ fn conflict(e: &Entity, column: Option<String>) -> CallError {
 }
 
 /// What running a prepared call came to.
-enum Done {
+pub(super) enum Done {
     /// The object created, updated or deleted.
     Row(crate::storage::Row),
     /// No object has that id or key.
@@ -156,7 +174,8 @@ fn stamped(p: &Prepared, stamp: i64) -> Vec<(String, Value)> {
     values
 }
 
-async fn run(
+/// Writes a prepared call, deciding first what its rules leave to its transaction.
+pub(super) async fn run(
     ex: &mut dyn Exec,
     d: crate::storage::Dialect,
     p: &Prepared,
@@ -234,7 +253,7 @@ async fn may_create(
 }
 
 /// What the rules a write's guard leaves to its transaction decide.
-enum Guarded {
+pub(super) enum Guarded {
     Go,
     /// No row has that id or key (or the caller may not see it).
     NoRow,
@@ -243,7 +262,7 @@ enum Guarded {
 
 /// Decides a write's remaining rules: a create's on its values, an update's or delete's (and
 /// `view`) on the stored row, which PostgreSQL keeps locked until the write.
-async fn guarded(
+pub(super) async fn guarded(
     ex: &mut dyn Exec,
     d: crate::storage::Dialect,
     p: &Prepared,
@@ -328,6 +347,7 @@ async fn referrers(engine: &Engine, e: &Entity, id: Option<i64>) -> Vec<String> 
 pub fn same_shape(a: &Prepared, b: &Prepared) -> bool {
     a.op == Op::Create
         && a.guard.is_none()
+        && !super::scripted::in_transaction(a)
         && b.guard.is_none()
         && b.op == Op::Create
         && std::sync::Arc::ptr_eq(&a.entity, &b.entity)

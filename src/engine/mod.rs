@@ -20,6 +20,7 @@ pub mod query;
 pub mod read;
 pub mod render;
 pub mod retry;
+pub mod scripted;
 pub mod secrets;
 pub mod whole;
 
@@ -188,13 +189,14 @@ impl Engine {
     /// a statement it may share with other creates ([`creates`]), anything else on its own.
     pub async fn call(&self, caller: &Caller, call: &Call) -> Outcome {
         let catalog = self.catalog.load();
-        let prepared = prepare::prepare(self.hooks.as_ref(), &catalog, caller, call).await?;
+        let prepared = prepare::prepare(self, &catalog, caller, call).await?;
         if let Some(w) = &self.writer {
             return gather::submit(w, caller, prepared).await;
         }
         if let Some(c) = &self.creates
             && prepared.op == Op::Create
             && prepared.guard.is_none()
+            && !scripted::in_transaction(&prepared)
         {
             return gather::submit(c, caller, prepared).await;
         }
@@ -228,7 +230,10 @@ impl Engine {
     ) -> Result<Outcome, crate::storage::StorageError> {
         // A write whose rules are decided on rows reads its row and writes it in one
         // transaction.
-        if self.storage.dialect() == crate::storage::Dialect::Postgres && prepared.guard.is_none() {
+        if self.storage.dialect() == crate::storage::Dialect::Postgres
+            && prepared.guard.is_none()
+            && !scripted::in_transaction(prepared)
+        {
             // A call is one statement (a save by key: statements that each stand alone) (insert, update or delete ... RETURNING), atomic on its
             // own, and PostgreSQL's triggers count its rows inside it: no BEGIN and COMMIT
             // round trips around it.

@@ -1,8 +1,7 @@
 //! Everything about a call that needs no database: the entity, access rules, unknown fields,
 //! string coercion, JSON Schema validation, normalisation, defaults, and hashing of secrets.
 
-use super::hooks::CallHooks;
-use super::{Call, CallError, Caller, Op};
+use super::{Call, CallError, Caller, Engine, Op};
 use crate::schema::{Catalog, Entity, FieldType, value};
 use crate::storage::Value;
 use serde_json::{Map, Value as Json};
@@ -26,6 +25,9 @@ pub struct Prepared {
     pub create: Option<Result<Vec<(String, Value)>, CallError>>,
     /// What the caller's access rules leave to decide on rows, in the write's transaction.
     pub guard: Option<super::access::Guard>,
+    /// An update, delete or save of an entity with hooks: the call as it was asked, from
+    /// which [`super::scripted`] prepares the write again once `before*` ran.
+    pub call: Option<Box<Call>>,
 }
 
 impl Prepared {
@@ -39,6 +41,7 @@ impl Prepared {
             key: Vec::new(),
             create: None,
             guard: None,
+            call: None,
         }
     }
 
@@ -119,34 +122,52 @@ fn key_values(e: &Entity, values: &[(String, Value)]) -> Result<Vec<(String, Val
 
 /// Checks a call and turns it into the values to write.
 pub async fn prepare(
-    hooks: &dyn CallHooks,
+    engine: &Engine,
     catalog: &Catalog,
     caller: &Caller,
     call: &Call,
 ) -> Result<Prepared, CallError> {
-    prepare_at(hooks, catalog, caller, call.clone(), &crate::time::now()).await
+    prepare_at(engine, catalog, caller, call.clone(), &crate::time::now()).await
 }
 
 /// [`prepare`] taking the call by value, with the time to stamp it with. The steps: the
-/// plugins' hooks, the operation and the caller's access, the parameters' names and secrets,
-/// validation against the entity's schema, coercion into stored values, the key.
+/// plugins' hooks, the operation and the caller's access, a create's `beforeCreate` hook,
+/// the parameters' names and secrets, validation against the entity's schema, coercion into
+/// stored values, the key.
 pub async fn prepare_at(
-    hooks: &dyn CallHooks,
+    engine: &Engine,
     catalog: &Catalog,
     caller: &Caller,
     call: Call,
     now: &str,
 ) -> Result<Prepared, CallError> {
+    prepare_with(engine, catalog, caller, call, now, true).await
+}
+
+/// [`prepare_at`]; without `before`, a create's `beforeCreate` hook is taken to have run.
+pub async fn prepare_with(
+    engine: &Engine,
+    catalog: &Catalog,
+    caller: &Caller,
+    call: Call,
+    now: &str,
+    before: bool,
+) -> Result<Prepared, CallError> {
     let entity = catalog.entity(&call.entity)?;
     let e = entity.as_ref();
     let mut call = call;
-    hooks.before_call(e, caller, &mut call)?;
+    engine.hooks.before_call(e, caller, &mut call)?;
     resolve_op(e, &mut call)?;
     let mut guard = super::access::guard(e, caller, call.op)?;
+    let asked = (e.hooks.is_some() && call.op != Op::Create).then(|| Box::new(call.clone()));
+    if before && call.op == Op::Create {
+        super::scripted::before_create(engine, caller, e, &mut call)?;
+    }
     if call.op == Op::Delete {
         if call.id.is_some() {
             let mut p = Prepared::plain(entity, call.op, call.id, Vec::new());
             p.guard = guard;
+            p.call = asked;
             return Ok(p);
         }
         // Named by its key: the key's values are checked like any value of those fields;
@@ -180,6 +201,7 @@ pub async fn prepare_at(
         let mut p = Prepared::plain(entity, call.op, None, Vec::new());
         p.key = key;
         p.guard = guard;
+        p.call = asked;
         return Ok(p);
     }
     let create = (call.op == Op::Save).then(|| create_values(e, caller, &values, now));
@@ -188,6 +210,7 @@ pub async fn prepare_at(
     p.key = key;
     p.create = create;
     p.guard = guard;
+    p.call = asked;
     Ok(p)
 }
 

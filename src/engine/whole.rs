@@ -129,7 +129,7 @@ impl Engine {
     /// created object without an id.
     pub async fn dry_call(&self, caller: &Caller, call: &Call) -> Outcome {
         let catalog = self.catalog.load();
-        let prepared = super::prepare::prepare(self.hooks.as_ref(), &catalog, caller, call).await?;
+        let prepared = super::prepare::prepare(self, &catalog, caller, call).await?;
         let mut retry = Retry::new("dry run");
         let mut outcome = loop {
             let attempt = async {

@@ -330,7 +330,7 @@ pub async fn background_call(
         call.prehashed = true;
     }
     // What can be known now is said now: a call that cannot run is refused before it is queued.
-    crate::engine::prepare::prepare(state.engine.hooks.as_ref(), &catalog, caller, &call).await?;
+    crate::engine::prepare::prepare(&state.engine, &catalog, caller, &call).await?;
     let key = dry_run_key(idempotency_key(req)?, mode);
     let mut params = serde_json::Map::new();
     mode.store_in(&mut params);

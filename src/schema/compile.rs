@@ -138,14 +138,42 @@ pub fn compile_sources(
         Ok(o) => o,
         Err(d) => return Err(vec![d]),
     };
+    let entities = build_all(&parsed, order, access, sources, &mut diags);
+    if diags.is_empty() {
+        Ok(Catalog {
+            entities,
+            changed_elsewhere: Default::default(),
+        })
+    } else {
+        Err(diags)
+    }
+}
+
+/// Builds the entities of `parsed` in `order` (those whose access compiled), with their hook
+/// files; problems go to `diags`.
+fn build_all(
+    parsed: &[(RawEntity, PathBuf, Locator)],
+    order: Vec<usize>,
+    access: Vec<Option<super::Access>>,
+    sources: &[(PathBuf, String)],
+    diags: &mut Vec<Diagnostic>,
+) -> IndexMap<String, Arc<Entity>> {
     let mut entities = IndexMap::new();
     for i in order {
         let (raw, path, loc) = &parsed[i];
         let Some(access) = access[i].clone() else {
             continue;
         };
+        let hooks = match hook_file(raw, path, loc, sources) {
+            Ok(h) => h,
+            Err(d) => {
+                diags.push(d);
+                continue;
+            }
+        };
         match build(raw, path, loc, access) {
-            Ok(e) => {
+            Ok(mut e) => {
+                e.hooks = hooks;
                 entities.insert(e.name.clone(), Arc::new(e));
             }
             Err(msg) => diags.push(Diagnostic {
@@ -155,14 +183,7 @@ pub fn compile_sources(
             }),
         }
     }
-    if diags.is_empty() {
-        Ok(Catalog {
-            entities,
-            changed_elsewhere: Default::default(),
-        })
-    } else {
-        Err(diags)
-    }
+    entities
 }
 
 fn read_one(
@@ -392,6 +413,37 @@ fn dependency_order(parsed: &[(RawEntity, PathBuf, Locator)]) -> Result<Vec<usiz
     Ok(order)
 }
 
+/// The compiled hook file an entity names (`hooks:`), read from `sources` when they hold its
+/// path and from the disk otherwise; a file that cannot be read or does not compile is a
+/// problem at its own `file:line`.
+fn hook_file(
+    raw: &RawEntity,
+    path: &Path,
+    loc: &Locator,
+    sources: &[(PathBuf, String)],
+) -> Result<Option<crate::script::HookFile>, Diagnostic> {
+    let Some(name) = &raw.hooks else {
+        return Ok(None);
+    };
+    let file = path.parent().unwrap_or(Path::new("")).join(name);
+    let text = match sources.iter().find(|(p, _)| *p == file) {
+        Some((_, text)) => text.clone(),
+        None => std::fs::read_to_string(&file).map_err(|e| Diagnostic {
+            file: path.to_path_buf(),
+            line: loc.line(&["hooks"]),
+            message: format!("cannot read the hook file {}: {e}", file.display()),
+        })?,
+    };
+    // Named as the entity file names it: errors that reach API callers show no server paths.
+    crate::script::HookFile::compile(Path::new(name), &text)
+        .map(Some)
+        .map_err(|e| Diagnostic {
+            file,
+            line: e.line.map_or(1, |l| l as usize),
+            message: e.message,
+        })
+}
+
 fn build(
     raw: &RawEntity,
     path: &Path,
@@ -420,6 +472,7 @@ fn build(
         plugins: raw.plugins.clone(),
         allow_destructive: raw.allow_destructive,
         renamed_from: raw.renamed_from.clone(),
+        hooks: None,
         key: raw.key.clone(),
         key_line: if raw.key.is_empty() {
             loc.line(&["name"])

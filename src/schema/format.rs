@@ -32,6 +32,10 @@ pub const ENTITY_KEYS: &[Key] = &[
         "hooks the entity uses: a name, or `name: { settings }`",
     ),
     key(
+        "hooks",
+        "a JavaScript file of record hooks (beforeCreate, afterUpdate, ...), relative to this file",
+    ),
+    key(
         "allow_destructive",
         "true to allow a change that gives stored data up",
     ),
@@ -234,6 +238,7 @@ pub fn json_schema(plugins: &[(&str, Json)]) -> Json {
                  "properties": settings}
             ]}
         }),
+        "hooks" => json!({"type": "string", "pattern": "\\.js$"}),
         "allow_destructive" => json!({"type": "boolean"}),
         "renamed_from" => json!({"type": "string", "pattern": IDENTIFIER}),
         "key" => json!({"oneOf": [

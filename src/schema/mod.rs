@@ -172,6 +172,8 @@ pub struct Entity {
     pub allow_destructive: bool,
     /// The name the entity had before (`renamed_from`): its table and rows are kept.
     pub renamed_from: Option<String>,
+    /// The record hooks of `hooks:`, compiled.
+    pub hooks: Option<crate::script::HookFile>,
     /// The natural key (`key:`): fields unique together, by which an object can be named
     /// instead of by its id. Empty when the entity has none.
     pub key: Vec<String>,

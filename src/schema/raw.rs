@@ -15,6 +15,8 @@ pub struct RawEntity {
     pub plugins: Vec<PluginRef>,
     pub allow_destructive: bool,
     pub renamed_from: Option<String>,
+    /// The hook file (`hooks:`), as written: a path relative to the entity's file.
+    pub hooks: Option<String>,
     /// The natural key's fields, as listed.
     pub key: Vec<String>,
 }
@@ -107,6 +109,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
     };
     let plugins = read_plugins(map.get("plugins"), &mut sink);
     let renamed_from = read_renamed_from(map.get("renamed_from"), &["renamed_from"], &mut sink);
+    let hooks = read_hooks(map.get("hooks"), &mut sink);
     let mut fields = Vec::new();
     match map.get("fields") {
         Some(Yaml::Mapping(fm)) => {
@@ -134,6 +137,7 @@ pub fn read(doc: &Yaml, default_name: &str) -> (Option<RawEntity>, Vec<Problem>)
         plugins,
         allow_destructive,
         renamed_from,
+        hooks,
         key,
     };
     (Some(entity), sink.0)
@@ -495,6 +499,19 @@ fn read_renamed_from(v: Option<&Yaml>, at: &[&str], sink: &mut Sink) -> Option<S
             sink.push(
                 at,
                 "`renamed_from` must be the old name: lowercase letters, digits and `_`",
+            );
+            None
+        }
+    }
+}
+
+fn read_hooks(v: Option<&Yaml>, sink: &mut Sink) -> Option<String> {
+    match v? {
+        Yaml::String(s) if s.ends_with(".js") && !s.trim().is_empty() => Some(s.clone()),
+        _ => {
+            sink.push(
+                &["hooks"],
+                "`hooks` must name a JavaScript file (`<name>.js`) next to the entity's file",
             );
             None
         }

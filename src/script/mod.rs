@@ -8,7 +8,9 @@
 //! network, process, environment or timers. Values cross between serde_json and JavaScript
 //! as JavaScript values, without a JSON text in between ([`values`]).
 
+pub mod host;
 mod memory;
+pub mod pool;
 mod runtime;
 mod sandbox;
 pub mod values;

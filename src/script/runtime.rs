@@ -139,7 +139,8 @@ impl Runtime {
                 .hook(&ctx, hook)
                 .ok_or_else(|| Thrown::message(format!("{} is not defined", hook.name())))?;
             let given = values::object_to_js(&ctx, record).map_err(fail)?;
-            let context = context_object(&ctx, caller).map_err(fail)?;
+            let proto = loaded.ctx_proto(&ctx).map_err(fail)?;
+            let context = context_object(&ctx, &proto, caller).map_err(fail)?;
             let returned: Value = match hook {
                 Hook::BeforeUpdate | Hook::AfterUpdate => {
                     let old = match old {
@@ -263,13 +264,19 @@ fn chosen<'js>(hook: Hook, returned: Value<'js>, given: Object<'js>) -> Result<V
     )))
 }
 
-/// The `ctx` argument of a hook: `{caller: {id, login, role}}`.
-fn context_object<'js>(ctx: &Ctx<'js>, caller: &CallerInfo) -> rquickjs::Result<Object<'js>> {
+/// The `ctx` argument of a hook: `{caller: {id, login, role}}`, whose prototype holds the
+/// methods of [`super::host`].
+fn context_object<'js>(
+    ctx: &Ctx<'js>,
+    proto: &Object<'js>,
+    caller: &CallerInfo,
+) -> rquickjs::Result<Object<'js>> {
     let who = Object::new(ctx.clone())?;
     who.set("id", values::to_js(ctx, &Json::from(caller.id))?)?;
     who.set("login", caller.login.as_str())?;
     who.set("role", caller.role.as_str())?;
     let context = Object::new(ctx.clone())?;
+    context.set_prototype(Some(proto))?;
     context.set("caller", who)?;
     Ok(context)
 }

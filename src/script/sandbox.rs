@@ -72,6 +72,21 @@ impl Watch {
         self.budget.rearm();
     }
 
+    /// Stops the clock (while a host serves the work, see [`super::host`]); what was left.
+    pub(crate) fn pause(&self) -> Option<Duration> {
+        let left = self
+            .deadline
+            .get()
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        self.deadline.set(None);
+        left
+    }
+
+    /// Starts the clock again with what [`Watch::pause`] left.
+    pub(crate) fn resume(&self, left: Option<Duration>) {
+        self.deadline.set(left.map(|l| Instant::now() + l));
+    }
+
     /// No deadline until the next [`Watch::start`].
     pub(crate) fn stop(&self) {
         self.deadline.set(None);
@@ -121,6 +136,8 @@ impl Thrown {
 /// are released before the context.
 pub(crate) struct Loaded {
     hooks: [Option<Persistent<Function<'static>>>; 6],
+    /// The prototype of `ctx` (see [`super::host::prototype`]).
+    ctx_proto: Persistent<Object<'static>>,
     pub(crate) context: Context,
 }
 
@@ -128,6 +145,11 @@ impl Loaded {
     /// Whether the file defines `hook`, in [`Hook::ALL`]'s order.
     pub(crate) fn defined(&self) -> [bool; 6] {
         std::array::from_fn(|i| self.hooks[i].is_some())
+    }
+
+    /// The prototype of `ctx` in this context.
+    pub(crate) fn ctx_proto<'js>(&self, ctx: &Ctx<'js>) -> rquickjs::Result<Object<'js>> {
+        self.ctx_proto.clone().restore(ctx)
     }
 
     /// The function of `hook` in this context, if the file defines it.
@@ -142,12 +164,15 @@ impl Loaded {
 /// error. The caller runs this under `watch`.
 pub(crate) fn open(
     rt: &rquickjs::Runtime,
-    watch: &Watch,
+    watch: &Rc<Watch>,
     name: &str,
     source: &str,
 ) -> Result<Loaded, Thrown> {
     let context = Context::full(rt).map_err(|_| Thrown::Memory)?;
-    let hooks = context.with(|ctx| {
+    let (hooks, ctx_proto) = context.with(|ctx| {
+        let proto =
+            super::host::prototype(&ctx, watch).map_err(|e| thrown(&ctx, e, name, watch))?;
+        let ctx_proto = Persistent::save(&ctx, proto);
         let found = eval(&ctx, PRELUDE, PRELUDE_NAME)
             .and_then(|_| eval(&ctx, source, name))
             .and_then(|_| eval(&ctx, LOOKUP, PRELUDE_NAME))
@@ -169,9 +194,13 @@ pub(crate) fn open(
             hooks[i] = Some(Persistent::save(&ctx, function.clone()));
         }
         settle(&ctx, watch)?;
-        Ok(hooks)
+        Ok((hooks, ctx_proto))
     })?;
-    Ok(Loaded { hooks, context })
+    Ok(Loaded {
+        hooks,
+        ctx_proto,
+        context,
+    })
 }
 
 /// Evaluates `source` as the global script `name` (not strict unless it says so).
