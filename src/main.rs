@@ -51,8 +51,9 @@ enum Command {
         #[arg(long, env = "ENTISERVE_ENTITIES")]
         entities: Option<PathBuf>,
     },
-    /// Write the shipped entities (DIR/entities) and an example upload (DIR/uploads) to start
-    /// from; refuses to overwrite a file.
+    /// Write the shipped entities (DIR/entities) with an example of JavaScript hooks
+    /// (campaigns.js, the audit entity it writes to and entiserve.d.ts for editors), and an
+    /// example upload (DIR/uploads) to start from; refuses to overwrite a file.
     Init {
         /// Where to write them.
         #[arg(default_value = ".")]

@@ -1,9 +1,11 @@
-//! `entiserve hook-types`, checked by the TypeScript compiler as an editor would check a hook
-//! file against it: a hook file that uses the types right passes, one that stores a number in
-//! a text field fails. The compiler is clients/typescript's (`npm ci --prefix
-//! clients/typescript`), else `npx -p typescript`; these tests fail without either.
+//! `entiserve hook-types` and the example hooks `entiserve init` writes, checked by the
+//! TypeScript compiler as an editor would check them: a hook file that uses the types right
+//! passes, one that stores a number in a text field fails. The compiler is clients/typescript's
+//! (`npm ci --prefix clients/typescript`), else `npx -p typescript`; these tests fail without
+//! either. The example hooks also compile in the sandbox, and their `before*` hooks run there.
 
-use entiserve::script::HookFile;
+use entiserve::script::{CallerInfo, Hook, HookError, HookFile, HookOutcome, Limits, Runtime};
+use serde_json::{Map, Value as Json, json};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -288,5 +290,92 @@ fn tsc_refuses_hooks_that_break_the_types() {
                 "{what}: {said}"
             );
         }
+    }
+}
+
+/// Runs `init` into a new directory.
+fn init() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin().arg("init").arg(dir.path()).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    dir
+}
+
+#[test]
+fn the_example_hooks_of_init_type_check_against_the_declarations_init_writes() {
+    let dir = init();
+    let entities = dir.path().join("entities");
+    let declared = std::fs::read_to_string(entities.join("entiserve.d.ts")).unwrap();
+    assert!(declared.contains("\ninterface Audit {\n"), "{declared}");
+    assert!(declared.contains("  audit: AuditInput;\n"), "{declared}");
+    let hooks = entities.join("campaigns.js");
+    let source = std::fs::read_to_string(&hooks).unwrap();
+    assert!(source.starts_with("// @ts-check\n"));
+    let out = type_check(&hooks);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    // The same file with a wrong audit row: tsc says so.
+    let wrong = source.replace("object_id: id", "object_id: String(id)");
+    assert_ne!(wrong, source);
+    std::fs::write(&hooks, wrong).unwrap();
+    let out = type_check(&hooks);
+    assert!(!out.status.success(), "tsc accepted a text object_id");
+    assert!(text(&out.stdout).contains("TS2322"), "{out:?}");
+}
+
+/// `record` as a map.
+fn record(value: Json) -> Map<String, Json> {
+    match value {
+        Json::Object(map) => map,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+#[test]
+fn the_example_hooks_trim_a_name_and_refuse_an_empty_one() {
+    let dir = init();
+    let path = dir.path().join("entities/campaigns.js");
+    let source = std::fs::read_to_string(&path).unwrap();
+    let file = HookFile::compile(&path, &source).unwrap();
+    let defined: Vec<Hook> = file.hooks().collect();
+    assert_eq!(
+        defined,
+        [
+            Hook::BeforeCreate,
+            Hook::BeforeUpdate,
+            Hook::AfterCreate,
+            Hook::AfterUpdate,
+            Hook::AfterDelete
+        ]
+    );
+    let caller = CallerInfo {
+        id: 2,
+        login: "ann".into(),
+        role: "user".into(),
+    };
+    let mut runtime = Runtime::new(Limits::default()).unwrap();
+    let mut call = |hook, value: Json| {
+        let old = (hook == Hook::BeforeUpdate).then(|| record(json!({"id": 1, "name": "old"})));
+        runtime.call(&file, hook, record(value), old, &caller)
+    };
+    let created = call(
+        Hook::BeforeCreate,
+        json!({"name": "  Spring sale \n", "type": 2}),
+    );
+    let expected = record(json!({"name": "Spring sale", "type": 2}));
+    assert_eq!(created, Ok(HookOutcome::Record(expected)));
+    let updated = call(Hook::BeforeUpdate, json!({"is_active": false}));
+    let expected = record(json!({"is_active": false}));
+    assert_eq!(updated, Ok(HookOutcome::Record(expected)));
+    for hook in [Hook::BeforeCreate, Hook::BeforeUpdate] {
+        let refused = Err(HookError::Refused {
+            message: "name is empty".into(),
+            status: 422,
+        });
+        assert_eq!(call(hook, json!({"name": " \t "})), refused, "{hook:?}");
     }
 }
