@@ -13,6 +13,7 @@ pub mod decimal;
 pub mod engine;
 pub mod evolve;
 pub mod files;
+pub mod hook_types;
 pub mod http;
 pub mod input;
 pub mod item_texts;

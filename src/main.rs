@@ -1,6 +1,6 @@
 //! The `entiserve` command line: `serve`, `check` and `init`; `plan`, `backup`, `restore` and
-//! `migrate-data` on an installation; `upload` and `bgrs`, the client of a running server (in
-//! `entiserve::client`).
+//! `migrate-data` on an installation; `entity-schema` and `hook-types` for editors; `upload`
+//! and `bgrs`, the client of a running server (in `entiserve::client`).
 
 mod installation;
 
@@ -51,8 +51,9 @@ enum Command {
         #[arg(long, env = "ENTISERVE_ENTITIES")]
         entities: Option<PathBuf>,
     },
-    /// Write the shipped entities (DIR/entities) and an example upload (DIR/uploads) to start
-    /// from; refuses to overwrite a file.
+    /// Write the shipped entities (DIR/entities) with an example of JavaScript hooks
+    /// (campaigns.js, the audit entity it writes to and entiserve.d.ts for editors), and an
+    /// example upload (DIR/uploads) to start from; refuses to overwrite a file.
     Init {
         /// Where to write them.
         #[arg(default_value = ".")]
@@ -143,6 +144,18 @@ enum Command {
     /// Print the JSON Schema (2020-12) of the entity file format, for editors that check YAML
     /// as it is typed (yaml-language-server and others).
     EntitySchema,
+    /// Write a TypeScript declaration file of the entities, for editors that check JavaScript
+    /// hook files (`// @ts-check`): the objects and inputs of each entity, `ctx`, `Refuse` and
+    /// the types of the six hooks. On errors in the entity files, prints them and exits 1.
+    HookTypes {
+        /// Directory of entity YAML files [as for check].
+        #[arg(long, env = "ENTISERVE_ENTITIES")]
+        entities: Option<PathBuf>,
+        /// Where to write it; `-` prints it [default: entiserve.d.ts in the entities
+        /// directory, or in the current directory for the shipped entities built in].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Upload a CSV file to a server's uploader, follow it and download the result CSV.
     ///
     /// Exit codes: 0 every row OK, 2 some rows failed, 1 an error, 130 interrupted by Ctrl-C.
@@ -350,6 +363,7 @@ fn main() -> ExitCode {
             println!("{schema:#}");
             ExitCode::SUCCESS
         }
+        Command::HookTypes { entities, out } => hook_types(entities, out),
         Command::Upload(args) => entiserve::client::upload::run(args),
         Command::Bgrs(args) => entiserve::client::bgrs::run(args),
         Command::PdfPages {
@@ -514,6 +528,54 @@ fn check(dir: Option<PathBuf>) -> ExitCode {
             for d in diags {
                 println!("{d}");
             }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn hook_types(dir: Option<PathBuf>, out: Option<PathBuf>) -> ExitCode {
+    let (dir, built_in) = entities_dir(dir);
+    let to_stdout = out.as_deref() == Some(std::path::Path::new("-"));
+    let plugins = entiserve::plugins::Registry::builtin().names();
+    let compiled = if built_in {
+        eprintln!("no entities directory: the types of the shipped entities built in");
+        entiserve::schema::compile_sources(&entiserve::shipped::sources(), &plugins)
+    } else {
+        entiserve::schema::compile_dir(&dir, &plugins)
+    };
+    let catalog = match compiled {
+        Ok(c) => c,
+        Err(diags) => {
+            for d in diags {
+                if to_stdout {
+                    eprintln!("{d}");
+                } else {
+                    println!("{d}");
+                }
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    let text = entiserve::hook_types::declarations(&catalog);
+    if to_stdout {
+        print!("{text}");
+        return ExitCode::SUCCESS;
+    }
+    let file = out.unwrap_or_else(|| {
+        let name = entiserve::hook_types::FILE_NAME;
+        if built_in {
+            PathBuf::from(name)
+        } else {
+            dir.join(name)
+        }
+    });
+    match std::fs::write(&file, text) {
+        Ok(()) => {
+            println!("wrote {}", file.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
             ExitCode::FAILURE
         }
     }

@@ -150,7 +150,8 @@ fn serve_in_an_empty_folder_serves_the_shipped_entities_built_in() {
 }
 
 #[test]
-fn init_writes_the_shipped_entities_and_an_example_upload_and_never_overwrites() {
+fn init_writes_the_shipped_entities_an_example_of_hooks_and_an_example_upload_and_never_overwrites()
+{
     let dir = tempfile::tempdir().unwrap();
     let out = bin().arg("init").arg(dir.path()).output().unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -160,9 +161,39 @@ fn init_writes_the_shipped_entities_and_an_example_upload_and_never_overwrites()
         let shipped =
             std::fs::read_to_string(common::shipped_entities().join(format!("{name}.yaml")))
                 .unwrap();
+        // campaigns.yaml names its example hooks, which write to the audit entity.
+        let hooks: Vec<&str> = written
+            .lines()
+            .filter(|l| l.starts_with("hooks:"))
+            .collect();
+        let written: String = written
+            .lines()
+            .filter(|l| !l.starts_with("hooks:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
         assert_eq!(written, shipped, "{name}.yaml");
+        match name {
+            "campaigns" => assert!(hooks[0].starts_with("hooks: campaigns.js "), "{hooks:?}"),
+            _ => assert!(hooks.is_empty(), "{name}.yaml: {hooks:?}"),
+        }
+    }
+    for file in [
+        "audit.yaml",
+        "campaigns.js",
+        "entiserve.d.ts",
+        "entity.schema.json",
+    ] {
+        assert!(dir.path().join("entities").join(file).is_file(), "{file}");
     }
     assert!(dir.path().join("uploads/campaigns.csv").is_file());
+    // Where the entity format has no `hooks` key, campaigns.yaml is checked without that line.
+    let entity_keys = entiserve::schema::format::ENTITY_KEYS;
+    if !entity_keys.iter().any(|k| k.name == "hooks") {
+        let campaigns = dir.path().join("entities/campaigns.yaml");
+        let text = std::fs::read_to_string(&campaigns).unwrap();
+        let without: Vec<&str> = text.lines().filter(|l| !l.starts_with("hooks:")).collect();
+        std::fs::write(&campaigns, without.join("\n") + "\n").unwrap();
+    }
     let check = bin()
         .arg("check")
         .arg("--entities")
@@ -170,6 +201,10 @@ fn init_writes_the_shipped_entities_and_an_example_upload_and_never_overwrites()
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
+    assert!(
+        String::from_utf8_lossy(&check.stdout).contains("audit"),
+        "{check:?}"
+    );
     // A second init changes nothing and says which file is in the way.
     std::fs::write(dir.path().join("entities/users.yaml"), "edited").unwrap();
     let again = bin().arg("init").arg(dir.path()).output().unwrap();
