@@ -81,7 +81,7 @@ interface Ctx extends ReadCtx {
   /** Changes the object of `entity` with this id; returns it as stored. */
   update<K extends EntityName>(entity: K, id: number, changes: Changes<K>): Entities[K];
   /** Deletes the object of `entity` with this id. */
-  delete<K extends EntityName>(entity: K, id: number): void;
+  delete<K extends EntityName>(entity: K, id: number): Entities[K];
 }
 
 /**
@@ -101,12 +101,13 @@ declare class Refuse extends Error {
 type BeforeCreate<K extends EntityName> = (record: Inputs[K], ctx: ReadCtx) => Inputs[K] | void;
 
 /**
- * `beforeUpdate(record, old, ctx)`, before an object of `K` is changed: `record` holds the
- * changes, `old` the object as stored. Returns the changes to apply, or changes `record` and
- * returns nothing; or throws `Refuse`.
+ * `beforeUpdate(record, old, ctx)`, before an object of `K` is changed: `record` is the object
+ * as it will be (the stored object with the update's values applied), `old` the object as
+ * stored. Returns the record to store, or changes `record` and returns nothing; or throws
+ * `Refuse`.
  */
 type BeforeUpdate<K extends EntityName> = (
-  record: Changes<K>,
+  record: Entities[K],
   old: Entities[K],
   ctx: ReadCtx,
 ) => Changes<K> | void;

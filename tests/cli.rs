@@ -186,14 +186,6 @@ fn init_writes_the_shipped_entities_an_example_of_hooks_and_an_example_upload_an
         assert!(dir.path().join("entities").join(file).is_file(), "{file}");
     }
     assert!(dir.path().join("uploads/campaigns.csv").is_file());
-    // Where the entity format has no `hooks` key, campaigns.yaml is checked without that line.
-    let entity_keys = entiserve::schema::format::ENTITY_KEYS;
-    if !entity_keys.iter().any(|k| k.name == "hooks") {
-        let campaigns = dir.path().join("entities/campaigns.yaml");
-        let text = std::fs::read_to_string(&campaigns).unwrap();
-        let without: Vec<&str> = text.lines().filter(|l| !l.starts_with("hooks:")).collect();
-        std::fs::write(&campaigns, without.join("\n") + "\n").unwrap();
-    }
     let check = bin()
         .arg("check")
         .arg("--entities")
