@@ -357,7 +357,7 @@ async fn background_calls_and_uploads_run_the_hooks() {
     let rid = queued["request"].as_str().unwrap().to_string();
     app.wait_finished(&rid).await;
     let mut csv = String::from("op;name;price;cost\n");
-    for i in 0..300 {
+    for i in 0..700 {
         csv.push_str(&format!("c; Row {i} ;;\n"));
     }
     csv.push_str("c;refuse;;\nc;Cheap;1;5\n");
@@ -377,21 +377,26 @@ async fn background_calls_and_uploads_run_the_hooks() {
             r.text().await.unwrap()
         };
         let result = rows(&text);
-        assert_eq!(result.len(), 303, "header and 302 rows");
+        assert_eq!(result.len(), 703, "header and 702 rows");
         let res = result[0].iter().position(|c| c == "res").unwrap();
         assert!(
-            result[301][res].contains("no refuse, please"),
+            result[701][res].contains("no refuse, please"),
             "{:?}",
-            result[301]
+            result[701]
         );
         assert!(
-            result[302][res].contains("the price is below the cost"),
+            result[702][res].contains("the price is below the cost"),
             "{:?}",
-            result[302]
+            result[702]
         );
     }
+    assert_eq!(
+        count(&app, "items").await,
+        1401,
+        "one call and 700 rows twice"
+    );
+    // The first page: the call's item, then the rows in order.
     let items = all(&app, "items").await;
-    assert_eq!(items.len(), 601, "one call and 300 rows twice");
     assert_eq!(items[0]["slug"], "queued-call");
     assert!(
         items[1..]
@@ -399,8 +404,8 @@ async fn background_calls_and_uploads_run_the_hooks() {
             .all(|i| i["slug"].as_str().unwrap().starts_with("row-"))
     );
     assert_eq!(items[1]["name"], "Row 0", "trimmed: {}", items[1]);
-    assert_eq!(audit_ops(&app).await.len(), 601);
-    assert_eq!(counter(&app).await, 601);
+    assert_eq!(count(&app, "audit").await, 1401);
+    assert_eq!(counter(&app).await, 1401);
     app.stop().await;
 }
 

@@ -404,10 +404,12 @@ impl Engine {
     ) -> PreparedChunk {
         let catalog = self.catalog.load();
         let now = crate::time::now();
+        let mut calls = calls;
+        let ran = super::scripted::before_creates(self, caller, &mut calls);
         let mut prepared = Vec::with_capacity(calls.len());
-        for call in calls {
+        for (call, ran) in calls.into_iter().zip(ran) {
             prepared.push(match call {
-                Ok(c) => prepare::prepare_at(self, &catalog, caller, c, &now).await,
+                Ok(c) => prepare::prepare_with(self, &catalog, caller, c, &now, !ran).await,
                 Err(e) => Err(e),
             });
         }

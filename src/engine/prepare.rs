@@ -144,7 +144,8 @@ pub async fn prepare_at(
     prepare_with(engine, catalog, caller, call, now, true).await
 }
 
-/// [`prepare_at`]; without `before`, a create's `beforeCreate` hook is taken to have run.
+/// [`prepare_at`]; without `before`, the steps before the checks are taken to have run on
+/// `call`: the plugins' `before_call` and, for a create, its `beforeCreate` hook.
 pub async fn prepare_with(
     engine: &Engine,
     catalog: &Catalog,
@@ -156,7 +157,9 @@ pub async fn prepare_with(
     let entity = catalog.entity(&call.entity)?;
     let e = entity.as_ref();
     let mut call = call;
-    engine.hooks.before_call(e, caller, &mut call)?;
+    if before {
+        engine.hooks.before_call(e, caller, &mut call)?;
+    }
     resolve_op(e, &mut call)?;
     let mut guard = super::access::guard(e, caller, call.op)?;
     let asked = (e.hooks.is_some() && call.op != Op::Create).then(|| Box::new(call.clone()));

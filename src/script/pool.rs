@@ -44,6 +44,37 @@ pub fn limits() -> Limits {
     }
 }
 
+/// Takes an idle runtime of this thread (a new one when there is none of the bounds in
+/// force), runs `f` on it and puts it back.
+fn with_runtime<T>(f: impl FnOnce(&mut Runtime) -> T) -> Result<T, HookError> {
+    let limits = limits();
+    let idle = IDLE.with(|i| i.borrow_mut().pop());
+    let mut runtime = match idle {
+        Some(r) if r.limits() == limits => r,
+        _ => Runtime::new(limits)?,
+    };
+    let out = f(&mut runtime);
+    IDLE.with(|i| {
+        let mut idle = i.borrow_mut();
+        if idle.len() < KEPT {
+            idle.push(runtime);
+        }
+    });
+    Ok(out)
+}
+
+/// Calls `hook` of `file` on each of `records` as [`Runtime::call_many`] does, on an idle
+/// runtime of this thread.
+pub fn call_many(
+    file: &HookFile,
+    hook: Hook,
+    records: Vec<Map<String, Json>>,
+    caller: &CallerInfo,
+) -> Vec<Result<HookOutcome, HookError>> {
+    let n = records.len();
+    with_runtime(|rt| rt.call_many(file, hook, records, caller)).unwrap_or_else(|e| vec![Err(e); n])
+}
+
 /// Calls `hook` of `file` as [`Runtime::call`] does, on an idle runtime of this thread.
 pub fn call(
     file: &HookFile,
@@ -52,18 +83,5 @@ pub fn call(
     old: Option<Map<String, Json>>,
     caller: &CallerInfo,
 ) -> Result<HookOutcome, HookError> {
-    let limits = limits();
-    let idle = IDLE.with(|i| i.borrow_mut().pop());
-    let mut runtime = match idle {
-        Some(r) if r.limits() == limits => r,
-        _ => Runtime::new(limits)?,
-    };
-    let outcome = runtime.call(file, hook, record, old, caller);
-    IDLE.with(|i| {
-        let mut idle = i.borrow_mut();
-        if idle.len() < KEPT {
-            idle.push(runtime);
-        }
-    });
-    outcome
+    with_runtime(|rt| rt.call(file, hook, record, old, caller))?
 }

@@ -91,14 +91,7 @@ impl Runtime {
         self.watch.stop();
         match result {
             Ok(None) => Ok(unchanged(hook, record)),
-            Ok(Some(mut new)) => {
-                for (key, value) in new.iter_mut() {
-                    if let Some(before) = record.get(key) {
-                        values::keep_unchanged(value, before);
-                    }
-                }
-                Ok(HookOutcome::Record(new))
-            }
+            Ok(Some(new)) => Ok(HookOutcome::Record(kept(new, &record))),
             Err((stage, thrown)) => {
                 if matches!(thrown, Thrown::Timeout | Thrown::Memory) {
                     self.files.remove(file.name());
@@ -134,43 +127,135 @@ impl Runtime {
         let (_, loaded) = &self.files[file.name()];
         self.watch.start(self.limits.timeout);
         loaded.context.with(|ctx| {
-            let fail = |e| sandbox::thrown(&ctx, e, file.name(), &self.watch);
-            let function = loaded
-                .hook(&ctx, hook)
-                .ok_or_else(|| Thrown::message(format!("{} is not defined", hook.name())))?;
-            let given = values::object_to_js(&ctx, record).map_err(fail)?;
-            let proto = loaded.ctx_proto(&ctx).map_err(fail)?;
-            let context = context_object(&ctx, &proto, caller).map_err(fail)?;
-            let returned: Value = match hook {
-                Hook::BeforeUpdate | Hook::AfterUpdate => {
-                    let old = match old {
-                        Some(old) => values::object_to_js(&ctx, old).map_err(fail)?.into_value(),
-                        None => Value::new_null(ctx.clone()),
-                    };
-                    function.call((given.clone(), old, context))
-                }
-                _ => function.call((given.clone(), context)),
-            }
-            .map_err(fail)?;
-            sandbox::settle(&ctx, &self.watch)?;
-            if !hook.changes_record() {
-                return Ok(None);
-            }
-            let chosen = chosen(hook, returned, given)?;
-            match values::from_js(&chosen) {
-                Ok(Some(Json::Object(map))) => Ok(Some(map)),
-                Ok(_) => Err(Thrown::message(format!(
-                    "{} returned a value that is not an object",
-                    hook.name()
-                ))),
-                Err(BackError::Js(e)) => Err(fail(e)),
-                Err(BackError::TooDeep) => Err(Thrown::message(format!(
-                    "the record {} returned is nested more than {} levels deep",
-                    hook.name(),
-                    values::MAX_DEPTH
-                ))),
-            }
+            let (function, context) = self.entry(&ctx, loaded, file, hook, caller)?;
+            self.one((&function, &context), file, hook, record, old)
         })
+    }
+
+    /// Calls `hook` of `file` as [`Runtime::call`] does on each of `records` (the new
+    /// records of a chunk of creates, given to `beforeCreate`), in order, entering the file's
+    /// context once for all of them; each call has its own time limit.
+    pub fn call_many(
+        &mut self,
+        file: &HookFile,
+        hook: Hook,
+        records: Vec<Map<String, Json>>,
+        caller: &CallerInfo,
+    ) -> Vec<Result<HookOutcome, HookError>> {
+        let mut out = Vec::with_capacity(records.len());
+        let mut rest = records.into_iter().peekable();
+        while rest.peek().is_some() {
+            if !file.defines(hook) {
+                out.extend(rest.by_ref().map(|r| Ok(unchanged(hook, r))));
+                break;
+            }
+            if let Err(thrown) = self.load(file) {
+                self.watch.stop();
+                let e = self.failure(file.name(), Stage::TopLevel, thrown);
+                out.extend(rest.by_ref().map(|_| Err(e.clone())));
+                break;
+            }
+            let stopped = self.run_many(file, hook, &mut rest, &mut out, caller);
+            self.watch.stop();
+            if let Some(thrown) = stopped {
+                // The context is dropped; the records after this one run in a new one.
+                self.files.remove(file.name());
+                self.rt.run_gc();
+                out.push(Err(self.failure(file.name(), Stage::Hook, thrown)));
+            }
+        }
+        out
+    }
+
+    /// Runs `hook` on the records of `rest` until they end, or until one runs out of time or
+    /// memory, which is returned (the records after it stay in `rest`).
+    fn run_many(
+        &self,
+        file: &HookFile,
+        hook: Hook,
+        rest: &mut impl Iterator<Item = Map<String, Json>>,
+        out: &mut Vec<Result<HookOutcome, HookError>>,
+        caller: &CallerInfo,
+    ) -> Option<Thrown> {
+        let (_, loaded) = &self.files[file.name()];
+        loaded.context.with(|ctx| {
+            let (function, context) = match self.entry(&ctx, loaded, file, hook, caller) {
+                Ok(found) => found,
+                Err(thrown) => return Some(thrown),
+            };
+            for record in rest.by_ref() {
+                self.watch.start(self.limits.timeout);
+                match self.one((&function, &context), file, hook, &record, None) {
+                    Err(t @ (Thrown::Timeout | Thrown::Memory)) => return Some(t),
+                    Err(t) => out.push(Err(self.failure(file.name(), Stage::Hook, t))),
+                    Ok(None) => out.push(Ok(unchanged(hook, record))),
+                    Ok(Some(new)) => out.push(Ok(HookOutcome::Record(kept(new, &record)))),
+                }
+            }
+            None
+        })
+    }
+
+    /// The function of `hook` in `loaded`, and the `ctx` its calls get.
+    fn entry<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        loaded: &Loaded,
+        file: &HookFile,
+        hook: Hook,
+        caller: &CallerInfo,
+    ) -> Result<(rquickjs::Function<'js>, Object<'js>), Thrown> {
+        let fail = |e| sandbox::thrown(ctx, e, file.name(), &self.watch);
+        let function = loaded
+            .hook(ctx, hook)
+            .ok_or_else(|| Thrown::message(format!("{} is not defined", hook.name())))?;
+        let proto = loaded.ctx_proto(ctx).map_err(fail)?;
+        let context = context_object(ctx, &proto, caller).map_err(fail)?;
+        Ok((function, context))
+    }
+
+    /// One call of `function`, the hook `hook` of `file`, on `record` (and `old`) with
+    /// `context` as `ctx`; for the hooks that change the record, the record to store.
+    fn one<'js>(
+        &self,
+        (function, context): (&rquickjs::Function<'js>, &Object<'js>),
+        file: &HookFile,
+        hook: Hook,
+        record: &Map<String, Json>,
+        old: Option<&Map<String, Json>>,
+    ) -> Result<Option<Map<String, Json>>, Thrown> {
+        let ctx = function.ctx();
+        let fail = |e| sandbox::thrown(ctx, e, file.name(), &self.watch);
+        let given = values::object_to_js(ctx, record).map_err(fail)?;
+        let returned: Value = match hook {
+            Hook::BeforeUpdate | Hook::AfterUpdate => {
+                let old = match old {
+                    Some(old) => values::object_to_js(ctx, old).map_err(fail)?.into_value(),
+                    None => Value::new_null(ctx.clone()),
+                };
+                function.call((given.clone(), old, context.clone()))
+            }
+            _ => function.call((given.clone(), context.clone())),
+        }
+        .map_err(fail)?;
+        sandbox::settle(ctx, &self.watch)?;
+        if !hook.changes_record() {
+            return Ok(None);
+        }
+        let chosen = chosen(hook, returned, given)?;
+        match values::from_js(&chosen) {
+            Ok(Some(Json::Object(map))) => Ok(Some(map)),
+            Ok(_) => Err(Thrown::message(format!(
+                "{} returned a value that is not an object",
+                hook.name()
+            ))),
+            Err(BackError::Js(e)) => Err(fail(e)),
+            Err(BackError::TooDeep) => Err(Thrown::message(format!(
+                "the record {} returned is nested more than {} levels deep",
+                hook.name(),
+                values::MAX_DEPTH
+            ))),
+        }
     }
 
     /// `thrown` in `file` as the hook error callers see.
@@ -230,6 +315,16 @@ pub(crate) fn check(name: &str, source: &str, limits: Limits) -> Result<[bool; 6
             Err(error(line, message))
         }
     }
+}
+
+/// `new` with the exact digits of the numbers of `record` it left as they were.
+fn kept(mut new: Map<String, Json>, record: &Map<String, Json>) -> Map<String, Json> {
+    for (key, value) in new.iter_mut() {
+        if let Some(before) = record.get(key) {
+            values::keep_unchanged(value, before);
+        }
+    }
+    new
 }
 
 /// The outcome of a hook that changed nothing.

@@ -14,6 +14,7 @@
 //! is refused. [`keep_unchanged`] then restores the exact digits of every number the hook
 //! left as it was.
 
+use rquickjs::atom::PredefinedAtom;
 use rquickjs::function::This;
 use rquickjs::object::Property;
 use rquickjs::{Array, Coerced, Ctx, FromJs, Object, Type, Value};
@@ -113,7 +114,7 @@ fn back<'js>(value: &Value<'js>, depth: usize, to_json: bool) -> Result<Option<J
         Type::Object | Type::Exception | Type::Promise | Type::Proxy => {
             let object = value.as_object().expect("an object value is an object");
             if to_json {
-                let method: Value = object.get("toJSON")?;
+                let method: Value = object.get(PredefinedAtom::ToJSON)?;
                 if let Some(method) = method.as_function() {
                     let replaced: Value = method.call((This(object.clone()), ""))?;
                     return back(&replaced, depth, false);
@@ -127,10 +128,11 @@ fn back<'js>(value: &Value<'js>, depth: usize, to_json: bool) -> Result<Option<J
 
 /// The own enumerable string-keyed properties of `object`, in JavaScript's order.
 fn object_back<'js>(object: &Object<'js>, depth: usize) -> Result<Map<String, Json>, BackError> {
-    let mut map = Map::new();
-    for key in object.keys::<String>() {
-        let key = key?;
-        let value: Value = object.get(key.as_str())?;
+    // Sized for a record's fields: growing the map rehashes its keys.
+    let mut map = Map::with_capacity(8);
+    // Each value read by the key's atom, as the keys are listed: no second lookup by name.
+    for prop in object.props::<String, Value>() {
+        let (key, value) = prop?;
         if let Some(json) = back(&value, depth + 1, true)? {
             map.insert(key, json);
         }

@@ -94,6 +94,36 @@ pub fn before(
     }
 }
 
+/// Runs `beforeCreate` of `file` on each of `records` (a chunk's creates) in one entry into
+/// JavaScript, reading through the committed state: the record each gives, or its error.
+pub fn before_creates(
+    engine: &Engine,
+    caller: &Caller,
+    file: &HookFile,
+    records: Vec<Map<String, Json>>,
+) -> Vec<Result<Map<String, Json>, CallError>> {
+    let mut pool = crate::storage::PoolExec(engine.storage.as_ref());
+    let mut served = Served {
+        engine,
+        ex: &mut pool,
+        caller,
+        stamp: None,
+        failed: None,
+    };
+    let outcomes = js::with_host(&mut served, || {
+        pool::call_many(file, Hook::BeforeCreate, records, &info(caller))
+    });
+    // Before hooks only read, and a failed read is only the exception the hook got.
+    outcomes
+        .into_iter()
+        .map(|o| match o {
+            Ok(HookOutcome::Record(r)) => Ok(r),
+            Ok(HookOutcome::Proceed) => Ok(Map::new()),
+            Err(e) => Err(hook_error(e)),
+        })
+        .collect()
+}
+
 /// Runs an `after*` hook, whose `ctx` may write; `stamp` marks the rows it changes as the
 /// item's.
 pub fn after(
@@ -173,13 +203,19 @@ impl Host for Served<'_> {
             ));
         }
         let method = call.method();
+        let call_writes = call.writes();
         let answer = block(async { self.answer(call).await })?;
+        let writes = call_writes;
         answer.map_err(|f| {
             let message = match &f {
                 Failure::Call(e) => format!("{method}: {}", e.description()),
                 Failure::Storage(_) => format!("{method}: the database failed"),
             };
-            self.failed = Some(f);
+            // A failed write fails the item whatever the hook does with the exception; a
+            // failed read changed nothing, so the exception is all it is.
+            if writes {
+                self.failed = Some(f);
+            }
             message
         })
     }
@@ -218,6 +254,7 @@ impl Served<'_> {
         let catalog = engine.catalog.load();
         let e = catalog.entity(&call.entity)?;
         let mut call = call;
+        engine.hooks.before_call(&e, caller, &mut call)?;
         if call.op == Op::Create
             && let Some(file) = super::hook_of(&e, Hook::BeforeCreate)
         {

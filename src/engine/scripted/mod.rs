@@ -70,6 +70,72 @@ pub fn before_create(
     Ok(())
 }
 
+/// Runs `beforeCreate` on the creates of a chunk whose entity has one, entity by entity, each
+/// entity's records in one entry into JavaScript; each such call takes the record its hook
+/// gave, or becomes the hook's error. Which calls ran it: those are prepared without running
+/// it again, the plugins' `before_call` having run first as it does in [`prepare`]. Calls the
+/// caller's role may not make are left to [`before_create`], which refuses them first.
+pub fn before_creates(
+    engine: &Engine,
+    caller: &Caller,
+    calls: &mut [Result<Call, CallError>],
+) -> Vec<bool> {
+    let mut ran = vec![false; calls.len()];
+    let catalog = engine.catalog.load();
+    let mut by_entity: Vec<(std::sync::Arc<Entity>, Vec<usize>)> = Vec::new();
+    for (i, call) in calls.iter().enumerate() {
+        let Ok(call) = call else { continue };
+        let Ok(e) = catalog.entity(&call.entity) else {
+            continue;
+        };
+        if call.op != Op::Create
+            || hook_of(&e, Hook::BeforeCreate).is_none()
+            || super::access::guard(&e, caller, Op::Create).is_err()
+        {
+            continue;
+        }
+        match by_entity.iter_mut().find(|(x, _)| x.name == e.name) {
+            Some((_, at)) => at.push(i),
+            None => by_entity.push((e, vec![i])),
+        }
+    }
+    for (e, mut at) in by_entity {
+        let Some(file) = hook_of(&e, Hook::BeforeCreate) else {
+            continue;
+        };
+        for &i in &at {
+            ran[i] = true;
+            if let Ok(c) = &mut calls[i]
+                && let Err(why) = engine.hooks.before_call(&e, caller, c)
+            {
+                calls[i] = Err(why);
+            }
+        }
+        at.retain(|&i| calls[i].is_ok());
+        let records = at
+            .iter()
+            .map(|&i| match &mut calls[i] {
+                Ok(c) => std::mem::take(&mut c.params),
+                Err(_) => Map::new(),
+            })
+            .collect();
+        for (&i, out) in at
+            .iter()
+            .zip(host::before_creates(engine, caller, file, records))
+        {
+            match out {
+                Ok(record) => {
+                    if let Ok(c) = &mut calls[i] {
+                        c.params = record;
+                    }
+                }
+                Err(e) => calls[i] = Err(e),
+            }
+        }
+    }
+    ran
+}
+
 /// Runs `p` with its hooks in a savepoint of `ex`'s transaction: released when the call
 /// succeeded, rolled back otherwise, whatever its hooks wrote through `ctx` included.
 pub async fn execute(

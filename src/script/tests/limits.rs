@@ -2,7 +2,7 @@
 //! alone, and the runtime serves the next; a runtime is reused for many calls.
 
 use super::{FILE, call, failed, file, runtime, stored};
-use crate::script::{Hook, HookFile, Limits, Runtime};
+use crate::script::{Hook, HookError, HookFile, HookOutcome, Limits, Runtime};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -157,4 +157,45 @@ fn a_backtracking_regular_expression_is_stopped_in_time() {
     let message = failed(call(&mut rt, &f, Hook::BeforeCreate, json!({}), None));
     assert_eq!(message, format!("{FILE}: the hook ran longer than 100 ms"));
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_chunk_goes_on_after_a_record_that_ran_out_of_time_or_threw() {
+    let f = super::file(
+        "let seen = 0;\nfunction beforeCreate(record) {\n  seen += 1;\n  if (record.n === 2) { for (;;) {} }\n  if (record.n === 4) throw new Refuse('four', 422);\n  record.seen = seen;\n}\n",
+    );
+    let mut rt = Runtime::new(Limits {
+        timeout: std::time::Duration::from_millis(20),
+        memory: 64 << 20,
+    })
+    .unwrap();
+    let records = (1..=5)
+        .map(|n| {
+            let mut m = serde_json::Map::new();
+            m.insert("n".into(), n.into());
+            m
+        })
+        .collect();
+    let out = rt.call_many(&f, Hook::BeforeCreate, records, &super::caller());
+    assert_eq!(out.len(), 5);
+    let seen = |o: &Result<HookOutcome, HookError>| match o {
+        Ok(HookOutcome::Record(r)) => r["seen"].as_i64().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(seen(&out[0]), 1);
+    assert!(
+        matches!(&out[1], Err(HookError::Failed(m)) if m.contains("longer than 20 ms")),
+        "{:?}",
+        out[1]
+    );
+    // The file ran again in a new context after the timeout: its counter starts over.
+    assert_eq!(seen(&out[2]), 1);
+    assert_eq!(
+        out[3],
+        Err(HookError::Refused {
+            message: "four".into(),
+            status: 422
+        })
+    );
+    assert_eq!(seen(&out[4]), 3);
 }
