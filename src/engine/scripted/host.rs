@@ -61,13 +61,15 @@ pub struct HookCall<'a> {
     pub old: Option<Map<String, Json>>,
 }
 
-/// Runs a `before*` hook; the record it gives (for `beforeDelete`, the object it was given).
-pub fn before(
+/// Runs one hook with `ctx` served through `ex` (writes too, marked with `stamp`, when there
+/// is one): what the hook gave, or the failure of the hook or of a write it made.
+fn run(
     engine: &Engine,
     ex: &mut dyn Exec,
     caller: &Caller,
+    stamp: Option<i64>,
     call: HookCall<'_>,
-) -> Result<Map<String, Json>, Failure> {
+) -> Result<HookOutcome, Failure> {
     let HookCall {
         file,
         hook,
@@ -78,17 +80,27 @@ pub fn before(
         engine,
         ex,
         caller,
-        stamp: None,
+        stamp,
         failed: None,
     };
-    let kept = (!hook.changes_record()).then(|| record.clone());
     let outcome = js::with_host(&mut served, || {
         pool::call(file, hook, record, old, &info(caller))
     });
     if let Some(f) = served.failed {
         return Err(f);
     }
-    match outcome.map_err(hook_error)? {
+    outcome.map_err(|e| Failure::Call(hook_error(e)))
+}
+
+/// Runs a `before*` hook; the record it gives (for `beforeDelete`, the object it was given).
+pub fn before(
+    engine: &Engine,
+    ex: &mut dyn Exec,
+    caller: &Caller,
+    call: HookCall<'_>,
+) -> Result<Map<String, Json>, Failure> {
+    let kept = (!call.hook.changes_record()).then(|| call.record.clone());
+    match run(engine, ex, caller, None, call)? {
         HookOutcome::Record(r) => Ok(r),
         HookOutcome::Proceed => Ok(kept.unwrap_or_default()),
     }
@@ -133,28 +145,7 @@ pub fn after(
     stamp: i64,
     call: HookCall<'_>,
 ) -> Result<(), Failure> {
-    let HookCall {
-        file,
-        hook,
-        record,
-        old,
-    } = call;
-    let mut served = Served {
-        engine,
-        ex,
-        caller,
-        stamp: Some(stamp),
-        failed: None,
-    };
-    let outcome = js::with_host(&mut served, || {
-        pool::call(file, hook, record, old, &info(caller))
-    });
-    if let Some(f) = served.failed {
-        return Err(f);
-    }
-    outcome
-        .map(|_| ())
-        .map_err(|e| Failure::Call(hook_error(e)))
+    run(engine, ex, caller, Some(stamp), call).map(|_| ())
 }
 
 /// A hook's failure as the item's error.

@@ -83,11 +83,18 @@ pub fn before_creates(
     let mut ran = vec![false; calls.len()];
     let catalog = engine.catalog.load();
     let mut by_entity: Vec<(std::sync::Arc<Entity>, Vec<usize>)> = Vec::new();
+    // The entity of the call before: a chunk's calls are mostly of one entity.
+    let mut last: Option<std::sync::Arc<Entity>> = None;
     for (i, call) in calls.iter().enumerate() {
         let Ok(call) = call else { continue };
-        let Ok(e) = catalog.entity(&call.entity) else {
-            continue;
+        let e = match last.take() {
+            Some(e) if e.name == call.entity => e,
+            _ => match catalog.entity(&call.entity) {
+                Ok(e) => e,
+                Err(_) => continue,
+            },
         };
+        last = Some(e.clone());
         if call.op != Op::Create
             || hook_of(&e, Hook::BeforeCreate).is_none()
             || super::access::guard(&e, caller, Op::Create).is_err()
