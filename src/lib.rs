@@ -18,6 +18,7 @@ pub mod http;
 pub mod input;
 pub mod item_texts;
 pub mod jobs;
+pub mod live;
 pub mod migrate_data;
 pub mod objects;
 pub mod openapi;
@@ -179,7 +180,15 @@ impl App {
         let conns = Arc::new(http::conn::Connections::default());
         let acceptor =
             http::conn::TimedAcceptor::new(acceptor, settings.header_timeout, conns.clone());
+        let live = live::Live::new(
+            engine.clone(),
+            settings.events_lag_max,
+            settings.changes_keep,
+        )
+        .await
+        .context("live changes")?;
         let state = Arc::new(http::AppState {
+            live,
             engine,
             auth,
             settings,
@@ -214,6 +223,7 @@ impl App {
         let mut tasks = jobs.spawn_workers(WORKERS, stop_rx.clone());
         tasks.push(jobs.spawn_sweeper(stop_rx.clone()));
         tasks.push(spawn_token_purge(self.state.auth.clone(), stop_rx.clone()));
+        tasks.extend(self.state.live.spawn(stop_rx.clone()));
         tasks.push(evolve::fleet::spawn(
             self.state.engine.clone(),
             stop_rx.clone(),

@@ -230,6 +230,13 @@ struct Limits {
     /// Most Server-Sent-Events streams (`/bgrs/<rid>/events`) one user may hold open.
     #[arg(long, env = "ENTISERVE_MAX_STREAMS_PER_USER", default_value_t = 16)]
     max_streams_per_user: usize,
+    /// How long live changes are kept for streams and pages to resume from: 24h, 30m, 90s.
+    #[arg(long, env = "ENTISERVE_CHANGES_KEEP", default_value = "24h", value_parser = parse_duration)]
+    changes_keep: std::time::Duration,
+    /// Most changes a live stream (`/<res>/events`) may fall behind once it has caught up;
+    /// beyond, it gets `reset` and is closed.
+    #[arg(long, env = "ENTISERVE_EVENTS_LAG_MAX", default_value_t = 10_000)]
+    events_lag_max: u64,
     /// Most bytes one upload may store (one-page PDFs and res/ files together).
     #[arg(long, env = "ENTISERVE_MAX_UPLOAD_STORE_BYTES", default_value_t = 1 << 30)]
     max_upload_store_bytes: u64,
@@ -407,6 +414,8 @@ fn main() -> ExitCode {
                 .collect();
             s.header_timeout = std::time::Duration::from_secs(limits.header_timeout.max(1));
             s.max_streams_per_user = limits.max_streams_per_user;
+            s.changes_keep = limits.changes_keep;
+            s.events_lag_max = limits.events_lag_max.max(1);
             s.max_upload_store_bytes = limits.max_upload_store_bytes;
             s.storage_url = limits.storage_url.filter(|u| !u.trim().is_empty());
             s.backup_to = limits.backup_to;

@@ -86,6 +86,14 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         owner: Owner::Entity,
+        ..fixed("/:entity/events", GET)
+    },
+    Route {
+        owner: Owner::Entity,
+        ..fixed("/:entity/changes", GET)
+    },
+    Route {
+        owner: Owner::Entity,
         ..fixed("/:entity/:id", &["GET", "PUT", "DELETE"])
     },
 ];

@@ -57,6 +57,10 @@ pub struct Settings {
     pub zip: ZipLimits,
     /// Most pages a bundle's pages.pdf may have.
     pub pdf_max_pages: usize,
+    /// How long live changes are kept for streams and pages to resume from.
+    pub changes_keep: Duration,
+    /// Most changes a live stream that has caught up may fall behind before it gets `reset`.
+    pub events_lag_max: u64,
     /// Most Server-Sent-Events streams one user may hold open at once.
     pub max_streams_per_user: usize,
     /// The object store that holds every file the server keeps (`--storage-url`:
@@ -102,6 +106,8 @@ impl Settings {
             shutdown_grace: Duration::from_secs(30),
             zip: Default::default(),
             pdf_max_pages: 5000,
+            changes_keep: Duration::from_secs(24 * 3600),
+            events_lag_max: 10_000,
             max_streams_per_user: 16,
             storage_url: None,
             backup_to: None,

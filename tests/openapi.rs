@@ -255,6 +255,15 @@ async fn the_router_and_the_document_have_the_same_routes() {
         let method = Method::from_bytes(m.to_ascii_uppercase().as_bytes()).unwrap();
         let r = app.admin(method, &concrete).send().await.unwrap();
         let status = r.status().as_u16();
+        let streamed = r
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if streamed {
+            // A live stream does not end: its head is the answer.
+            assert_eq!(status, 200, "{m} {path}");
+            continue;
+        }
         let body = r.text().await.unwrap_or_default();
         // The router's own refusals; a handler may still answer 404 or 405 of its own.
         assert!(

@@ -15,6 +15,7 @@ pub mod error;
 mod failed;
 mod files;
 mod forms;
+mod live;
 pub mod origin;
 mod pages;
 mod ranged;
@@ -38,6 +39,8 @@ use tracing::Instrument;
 /// What every handler can reach.
 pub struct AppState {
     pub engine: Engine,
+    /// Live changes: the hub of this server's event streams.
+    pub live: crate::live::Live,
     pub auth: Arc<Auth>,
     pub settings: Arc<Settings>,
     pub jobs: crate::jobs::Jobs,
@@ -174,6 +177,10 @@ fn router(prefix: &str, fixed: &Arc<poem::endpoint::BoxEndpoint<'static>>) -> Ro
                     .put(crud::put_collection)
                     .delete(crud::delete_collection),
             ),
+            Owner::Entity if route.path == "/:entity/events" => r.at(route.path, get(live::events)),
+            Owner::Entity if route.path == "/:entity/changes" => {
+                r.at(route.path, get(live::changes))
+            }
             Owner::Entity => r.at(
                 route.path,
                 get(crud::get_one).put(crud::update).delete(crud::delete),

@@ -223,7 +223,7 @@ fn filter_schema(ty: &FieldType) -> Json {
 
 /// The list query parameters of `e`: per readable column its equality filter, its comparison
 /// filters (`[contains]` for text), then `sort` and `fields`.
-fn query_params(e: &Entity) -> Vec<Json> {
+pub(super) fn query_params(e: &Entity) -> Vec<Json> {
     let mut out = Vec::new();
     let columns: Vec<(&str, FieldType)> = std::iter::once(("id", FieldType::Integer))
         .chain(
@@ -336,7 +336,7 @@ pub fn paths(prefix: &str, suffix: &str, e: &Entity, paths: &mut Map<String, Jso
 
 /// Marks an operation whose rule is `public` as needing no credentials (an empty security
 /// requirement beside the document's schemes).
-fn open_to_anyone(e: &Entity, a: Action, op: &mut Json) {
+pub(super) fn open_to_anyone(e: &Entity, a: Action, op: &mut Json) {
     if matches!(e.access.rule(a), Rule::Public) {
         op["security"] = json!([{}, {"basic": []}, {"bearer": []}, {"token": []}]);
     }
@@ -356,7 +356,7 @@ fn list_params(e: &Entity) -> Vec<Json> {
 
 /// The access rules an operation answers to, in words: each rule as the entity file writes it
 /// and what a caller it refuses gets.
-fn rules_note(e: &Entity, actions: &[Action]) -> String {
+pub(super) fn rules_note(e: &Entity, actions: &[Action]) -> String {
     let parts: Vec<String> = actions
         .iter()
         .map(|&a| {

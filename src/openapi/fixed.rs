@@ -207,6 +207,10 @@ pub fn responses() -> Json {
         ("404", "no such resource, route or id"),
         ("405", "method not allowed here"),
         (
+            "410",
+            "no longer kept: reload, then go on from the number the description names",
+        ),
+        (
             "409",
             "conflict: a unique value is taken, or the object is still referenced",
         ),

@@ -1,11 +1,13 @@
 //! The one OpenAPI 3.1 document of the server: the fixed routes (authentication, health,
 //! background requests, the uploader, files, pages), as poem-openapi writes them from their
 //! handlers' types and converted once to 3.1 ([`fixed`]), merged with every entity's CRUD and
-//! batch routes generated from the catalog in force ([`entity`]). Built per catalog, so it
+//! batch routes generated from the catalog in force ([`entity`]) and their live changes
+//! ([`live`]). Built per catalog, so it
 //! changes together with the routes when the entities are reloaded.
 
 mod entity;
 mod fixed;
+mod live;
 
 pub use fixed::{Users, fixed_part};
 
@@ -33,6 +35,7 @@ pub fn document(catalog: &Catalog, fixed: &Json) -> Json {
         fixed::paths(fixed, prefix, suffix, &mut paths);
         for e in catalog.entities.values() {
             entity::paths(prefix, suffix, e, &mut paths);
+            live::paths(prefix, suffix, e, &mut paths);
         }
     }
     fixed::example_entity(&mut paths, &names);

@@ -27,7 +27,7 @@ impl ChangeOp {
         }
     }
 
-    fn parse(s: &str) -> Option<ChangeOp> {
+    pub fn parse(s: &str) -> Option<ChangeOp> {
         [ChangeOp::Create, ChangeOp::Update, ChangeOp::Delete]
             .into_iter()
             .find(|o| o.name() == s)
@@ -281,6 +281,9 @@ pub async fn delete_unchanged(
     if !rows.is_empty() {
         ex.count_rows(d, &e.name, -(rows.len() as i64)).await?;
     }
+    for r in &rows {
+        super::live::log_changed(ex, d, e, ChangeOp::Delete, r).await?;
+    }
     Ok(rows)
 }
 
@@ -331,7 +334,16 @@ pub async fn overwrite(
         d.quote(&e.name),
         sets.join(", "),
     );
-    Ok(ex.execute(&sql, &args).await? == 1)
+    // SQLite logs the row as it was (PostgreSQL's trigger sees it).
+    let before = match d {
+        Dialect::Sqlite => rows_by_ids(ex, d, e, &[id]).await?.pop(),
+        Dialect::Postgres => None,
+    };
+    let done = ex.execute(&sql, &args).await? == 1;
+    if let (true, Some(before)) = (done, &before) {
+        super::live::log_changed(ex, d, e, ChangeOp::Update, before).await?;
+    }
+    Ok(done)
 }
 
 /// Inserts an object of `e` with its own id (in `values`), marked changed by `rev`.
@@ -342,6 +354,10 @@ pub async fn reinsert(
     values: Vec<(String, Value)>,
     rev: i64,
 ) -> Result<()> {
+    let id = values
+        .iter()
+        .find(|(c, _)| c == "id")
+        .and_then(|(_, v)| v.as_i64());
     let mut cols: Vec<String> = values.iter().map(|(c, _)| d.quote(c)).collect();
     cols.push(d.quote(REV));
     let mut args: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
@@ -354,5 +370,9 @@ pub async fn reinsert(
         phs.join(", ")
     );
     ex.execute(&sql, &args).await?;
-    ex.count_rows(d, &e.name, 1).await
+    ex.count_rows(d, &e.name, 1).await?;
+    match id {
+        Some(id) => super::live::log_created(ex, d, e, &[id]).await,
+        None => Ok(()),
+    }
 }

@@ -81,6 +81,7 @@ pub fn plan(d: Dialect, entity: &Entity, existing: &[String]) -> Vec<String> {
         ));
     }
     out.extend(super::counts::track(d, entity));
+    out.extend(super::live::track(d, entity));
     out
 }
 

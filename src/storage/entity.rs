@@ -352,6 +352,7 @@ pub async fn insert(
         .pop()
         .ok_or_else(|| super::StorageError::Database("insert returned no row".into()))?;
     ex.count_rows(d, &e.name, 1).await?;
+    super::live::log_created_rows(ex, d, e, std::slice::from_ref(&row)).await?;
     Ok(row)
 }
 
@@ -395,6 +396,7 @@ pub async fn insert_many(
     ex.count_rows(d, &e.name, out.len() as i64).await?;
     // Ids grow in insertion order within one statement.
     out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    super::live::log_created_rows(ex, d, e, &out).await?;
     if let Some(at) = echo {
         if out.len() != rows {
             return Err(StorageError::Database(format!(
@@ -617,6 +619,7 @@ pub async fn insert_many_passing_conflicts(
     // Ids grow in insertion order within one statement, and the rows inserted are some of
     // those given, in their order: each is the next given row with its values.
     out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    super::live::log_created_rows(ex, d, e, &out).await?;
     let mut given = args.chunks(width).enumerate();
     let mut placed = Vec::with_capacity(out.len());
     for row in out {
@@ -737,13 +740,32 @@ pub async fn update(
         .collect();
     let mut args: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
     let cond = target.condition(d, &mut args);
+    // SQLite logs the row as it was (PostgreSQL's trigger sees it): read first, by the
+    // writer, which nothing else changes meanwhile.
+    let before = match d {
+        Dialect::Sqlite => {
+            let mut key = Vec::new();
+            let cond = target.condition(d, &mut key);
+            let sql = format!(
+                "SELECT {} FROM {} WHERE {cond}",
+                column_list(d, e),
+                d.quote(&e.name)
+            );
+            ex.fetch(&sql, &key, &e.col_types()).await?.pop()
+        }
+        Dialect::Postgres => None,
+    };
     let sql = format!(
         "UPDATE {} SET {} WHERE {cond} RETURNING {}",
         d.quote(&e.name),
         sets.join(", "),
         column_list(d, e)
     );
-    Ok(ex.fetch(&sql, &args, &e.col_types()).await?.pop())
+    let row = ex.fetch(&sql, &args, &e.col_types()).await?.pop();
+    if let (Some(_), Some(before)) = (&row, &before) {
+        super::live::log_changed(ex, d, e, super::changes::ChangeOp::Update, before).await?;
+    }
+    Ok(row)
 }
 
 /// Inserts one row unless another already holds its natural key (`key`, the key's columns):
@@ -768,8 +790,9 @@ pub async fn insert_unless_key_taken(
         column_list(d, e)
     );
     let row = ex.fetch(&sql, &args, &e.col_types()).await?.pop();
-    if row.is_some() {
+    if let Some(r) = &row {
         ex.count_rows(d, &e.name, 1).await?;
+        super::live::log_created_rows(ex, d, e, std::slice::from_ref(r)).await?;
     }
     Ok(row)
 }
@@ -789,8 +812,9 @@ pub async fn delete(
         column_list(d, e)
     );
     let row = ex.fetch(&sql, &args, &e.col_types()).await?.pop();
-    if row.is_some() {
+    if let Some(r) = &row {
         ex.count_rows(d, &e.name, -1).await?;
+        super::live::log_changed(ex, d, e, super::changes::ChangeOp::Delete, r).await?;
     }
     Ok(row)
 }

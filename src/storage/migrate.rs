@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0007_blocks.sql"),
         include_str!("../../migrations/postgres/0007_blocks.sql"),
     ),
+    (
+        8,
+        include_str!("../../migrations/sqlite/0008_live.sql"),
+        include_str!("../../migrations/postgres/0008_live.sql"),
+    ),
 ];
 
 /// The version the fixed tables reach when every migration has run.

@@ -15,9 +15,11 @@ pub mod entity;
 pub mod evolve;
 pub mod idempotency;
 mod lanes;
+pub mod live;
 pub mod lock;
 mod migrate;
 mod pg_conns;
+mod pg_live;
 pub mod points;
 mod postgres;
 pub mod request_log;
@@ -274,6 +276,12 @@ pub trait Exec: Send {
         }
         Ok(())
     }
+    /// Logs a change the statement just run made, for live changes (SQLite; see [`live`]): a
+    /// transaction keeps it and writes it, numbered, before its next savepoint statement or
+    /// its commit; anything else writes it at once.
+    async fn log_live(&mut self, change: live::Logged) -> Result<()> {
+        live::append(self, &[change], crate::time::unix_now()).await
+    }
 }
 
 /// An open write transaction.
@@ -312,6 +320,10 @@ pub trait Storage: Send + Sync + 'static {
     /// Tells the storage that a transaction changed the tables (readers that cache statements
     /// prepare them again).
     fn schema_changed(&self) {}
+    /// A receiver that sees a change whenever newly numbered live changes may be readable
+    /// ([`live`]): after a commit that logged changes (SQLite), after a sequencer pass of any
+    /// server (PostgreSQL).
+    fn live_signal(&self) -> tokio::sync::watch::Receiver<u64>;
     /// Closes every connection.
     async fn close(&self);
 }

@@ -20,6 +20,9 @@ pub struct PgStorage {
     lists: PgPool,
     /// Folds pending row-count deltas; stopped when the storage is dropped.
     compactor: tokio::task::JoinHandle<()>,
+    /// Numbers live changes and hears of them ([`super::pg_live`]).
+    live: [tokio::task::JoinHandle<()>; 2],
+    live_signal: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Connections of the transaction pool, of one-statement writes, of point reads and of lists.
@@ -53,12 +56,16 @@ impl PgStorage {
         let points = Conns::new(opts.clone(), POINT_READERS);
         let lists = pool_of(LIST_READERS, 0).connect_lazy_with(opts);
         let compactor = tokio::spawn(compact_counts(pool.clone()));
+        let live_signal = std::sync::Arc::new(tokio::sync::watch::Sender::new(0));
+        let live = super::pg_live::start(pool.clone(), live_signal.clone());
         Ok(PgStorage {
             pool,
             singles,
             points,
             lists,
             compactor,
+            live,
+            live_signal,
         })
     }
 }
@@ -66,6 +73,7 @@ impl PgStorage {
 impl Drop for PgStorage {
     fn drop(&mut self) {
         self.compactor.abort();
+        self.live.iter().for_each(tokio::task::JoinHandle::abort);
     }
 }
 
@@ -126,7 +134,7 @@ fn decode(row: &PgRow, types: &[ColType]) -> Result<Row> {
     Ok(out)
 }
 
-fn db(e: sqlx::Error) -> StorageError {
+pub(super) fn db(e: sqlx::Error) -> StorageError {
     if let sqlx::Error::Database(d) = &e {
         match d.kind() {
             sqlx::error::ErrorKind::UniqueViolation => {
@@ -206,7 +214,7 @@ async fn exec_single(conns: &Conns, sql: &str, args: &[Value]) -> Result<u64> {
     Ok(done.map_err(db)?.rows_affected())
 }
 
-struct PgTx(Transaction<'static, Postgres>);
+pub(super) struct PgTx(pub(super) Transaction<'static, Postgres>);
 
 #[async_trait]
 impl Exec for PgTx {
@@ -400,6 +408,10 @@ impl Storage for PgStorage {
         tx.commit().await.map_err(db)
     }
 
+    fn live_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.live_signal.subscribe()
+    }
+
     fn schema_changed(&self) {
         self.points.schema_changed();
         self.singles.schema_changed();
@@ -407,6 +419,7 @@ impl Storage for PgStorage {
 
     async fn close(&self) {
         self.compactor.abort();
+        self.live.iter().for_each(tokio::task::JoinHandle::abort);
         self.lists.close().await;
         self.points.close().await;
         self.singles.close().await;

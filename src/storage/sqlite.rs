@@ -29,6 +29,8 @@ pub struct SqliteStorage {
     schema: Arc<AtomicU64>,
     writer: Arc<tokio::sync::Mutex<Connection>>,
     checkpoints: Arc<super::checkpoint::Checkpointer>,
+    /// Bumped after each commit that logged changes (see [`super::live`]).
+    live_signal: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Opens one connection with `cache_kib` of page cache.
@@ -121,6 +123,7 @@ impl SqliteStorage {
             schema,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             checkpoints: Arc::new(checkpoints),
+            live_signal: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
     }
 
@@ -254,6 +257,13 @@ struct SqliteTx {
     /// transaction commits and before any savepoint statement (so a savepoint's rollback
     /// undoes the counts of its rows with them).
     counts: Vec<(String, i64)>,
+    /// Changes not yet in `live_changes`, in the order made; written (numbered) when the
+    /// counts are.
+    live: Vec<super::live::Logged>,
+    /// Told of the commit of a transaction that logged changes.
+    live_signal: Option<Arc<tokio::sync::watch::Sender<u64>>>,
+    /// Whether this transaction wrote changes to `live_changes`.
+    logged: bool,
     /// Told of the commit of a transaction that may have written.
     checkpoints: Option<Arc<super::checkpoint::Checkpointer>>,
 }
@@ -261,6 +271,28 @@ struct SqliteTx {
 impl SqliteTx {
     fn conn(&self) -> &Connection {
         self.conn.as_ref().expect("transaction is open")
+    }
+
+    /// Writes the row counts and the logged changes gathered so far.
+    fn flush(&mut self) -> Result<()> {
+        self.flush_counts()?;
+        if self.live.is_empty() {
+            return Ok(());
+        }
+        let live = std::mem::take(&mut self.live);
+        let total = super::live::numbers_needed(&live);
+        let rows = fetch_on(
+            self.conn(),
+            super::live::TAKE_NUMBERS,
+            &[Value::int(total)],
+            &[ColType::Int],
+        )?;
+        let first = rows.first().and_then(|r| r[0].as_i64()).unwrap_or(1);
+        for (sql, args) in super::live::inserts(&live, first, crate::time::unix_now()) {
+            exec_on(self.conn(), &sql, &args)?;
+        }
+        self.logged = true;
+        Ok(())
     }
 
     fn flush_counts(&mut self) -> Result<()> {
@@ -296,8 +328,8 @@ fn is_savepoint_statement(sql: &str) -> bool {
 #[async_trait]
 impl Exec for SqliteTx {
     async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
-        if !self.counts.is_empty() && is_savepoint_statement(sql) {
-            self.flush_counts()?;
+        if !(self.counts.is_empty() && self.live.is_empty()) && is_savepoint_statement(sql) {
+            self.flush()?;
         }
         exec_on(self.conn(), sql, args)
     }
@@ -325,15 +357,24 @@ impl Exec for SqliteTx {
         }
         Ok(())
     }
+    async fn log_live(&mut self, change: super::live::Logged) -> Result<()> {
+        self.live.push(change);
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl Tx for SqliteTx {
     async fn commit(mut self: Box<Self>) -> Result<()> {
         // On failure the transaction is still open: dropping `self` rolls it back.
-        self.flush_counts()?;
+        self.flush()?;
         self.conn().execute_batch("COMMIT").map_err(db)?;
         self.conn = None;
+        if self.logged
+            && let Some(s) = &self.live_signal
+        {
+            s.send_modify(|n| *n += 1);
+        }
         if let Some(c) = &self.checkpoints {
             c.committed();
         }
@@ -341,6 +382,7 @@ impl Tx for SqliteTx {
     }
     async fn rollback(mut self: Box<Self>) -> Result<()> {
         self.counts.clear();
+        self.live.clear();
         let conn = self.conn.take().expect("transaction is open");
         conn.execute_batch("ROLLBACK").map_err(db)
     }
@@ -358,6 +400,9 @@ impl Storage for SqliteStorage {
         Ok(Box::new(SqliteTx {
             conn: Some(guard),
             counts: Vec::new(),
+            live: Vec::new(),
+            live_signal: Some(self.live_signal.clone()),
+            logged: false,
             checkpoints: Some(self.checkpoints.clone()),
         }))
     }
@@ -370,6 +415,9 @@ impl Storage for SqliteStorage {
         Ok(Box::new(SqliteTx {
             conn: Some(guard),
             counts: Vec::new(),
+            live: Vec::new(),
+            live_signal: None,
+            logged: false,
             checkpoints: None,
         }))
     }
@@ -419,6 +467,10 @@ impl Storage for SqliteStorage {
         // Readers cache statements; make them prepare again.
         self.schema.fetch_add(1, Ordering::AcqRel);
         Ok(())
+    }
+
+    fn live_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.live_signal.subscribe()
     }
 
     fn schema_changed(&self) {

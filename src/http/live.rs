@@ -1,0 +1,172 @@
+//! Live changes of an entity: `GET /<res>/events` (Server-Sent Events) and
+//! `GET /<res>/changes?after=&limit=` (the same changes as JSON pages). Both take the list
+//! filters and `fields=`, under the caller's `list` rule.
+
+use super::body;
+use super::error::{ApiError, Result};
+use super::{AppState, MaybeAuthed, json_response};
+use crate::live::follow::{self, Sent, Start};
+use crate::live::pages;
+use crate::live::watch::Watch;
+use crate::schema::Action;
+use poem::http::StatusCode;
+use poem::web::sse::{Event, SSE};
+use poem::web::{Data, Path};
+use poem::{IntoResponse, Request, Response, handler};
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Query parameters of these routes that are not filters.
+const OWN_PARAMS: &[&str] = &["after", "last_event_id"];
+
+/// Most changes one page of `/changes` returns, and the default.
+const MAX_CHANGES: i64 = 1000;
+const DEFAULT_CHANGES: i64 = 100;
+
+/// The subscription a request asks for.
+fn watch_of(state: &AppState, req: &Request, entity: &str, who: MaybeAuthed) -> Result<Watch> {
+    let caller = who.for_rule(state, entity, Action::List)?;
+    let e = state
+        .engine
+        .catalog
+        .load()
+        .entity(entity)
+        .map_err(ApiError::from)?;
+    let pairs = body::query_pairs(req)?;
+    let fields = body::query_param(&pairs, "fields");
+    for reserved in ["sort", "cursor", "offset", "changed_by", "t"] {
+        if body::query_param(&pairs, reserved).is_some() {
+            return Err(ApiError::BadRequest(format!(
+                "`{reserved}` does not apply to changes; filters and `fields` do"
+            )));
+        }
+    }
+    let filters = body::field_pairs(pairs)
+        .into_iter()
+        .filter(|(k, _)| !OWN_PARAMS.contains(&k.as_str()))
+        .collect();
+    Watch::new(e, caller, filters, fields.as_deref()).map_err(ApiError::from)
+}
+
+/// A number given as `name`: a non-negative integer.
+fn seq_param(name: &str, v: &str) -> Result<i64> {
+    v.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "`{name}` must be the number of a change (a non-negative integer)"
+            ))
+        })
+}
+
+/// Where a stream starts: `Last-Event-ID`, else `last_event_id=`, else now.
+fn start_of(req: &Request) -> Result<Start> {
+    if let Some(v) = req.header("last-event-id") {
+        return Ok(Start::After(seq_param("Last-Event-ID", v)?));
+    }
+    let pairs = body::query_pairs(req)?;
+    match body::query_param(&pairs, "last_event_id") {
+        Some(v) => Ok(Start::After(seq_param("last_event_id", &v)?)),
+        None => Ok(Start::Now),
+    }
+}
+
+fn sse_event(s: Sent) -> Event {
+    match s {
+        Sent::Ready(n) => Event::message(json!({"seq": n}).to_string())
+            .event_type("ready")
+            .id(n.to_string()),
+        Sent::Reset(n) => Event::message(json!({"seq": n}).to_string())
+            .event_type("reset")
+            .id(n.to_string()),
+        Sent::Event(f) => Event::message(&*f.data)
+            .event_type(f.op)
+            .id(f.seq.to_string()),
+    }
+}
+
+/// `GET /<res>/events`.
+#[handler]
+pub async fn events(
+    req: &Request,
+    Path(entity): Path<String>,
+    who: MaybeAuthed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let watch = Arc::new(watch_of(state, req, &entity, who)?);
+    let start = start_of(req)?;
+    let (first, follow) = follow::open(&state.live, watch, start)
+        .await
+        .map_err(|e| ApiError::from(crate::engine::internal(e)))?;
+    let rest = futures::stream::unfold(follow, |f| async move {
+        let mut f = f?;
+        match f.next().await {
+            Ok(sent) if !sent.is_empty() => Some((futures::stream::iter(sent), Some(f))),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "live changes: a stream failed");
+                None
+            }
+        }
+    });
+    use futures::StreamExt;
+    let stream = futures::stream::iter([first])
+        .chain(rest.flatten())
+        .map(sse_event);
+    Ok(SSE::new(stream)
+        .keep_alive(Duration::from_secs(15))
+        .into_response())
+}
+
+/// `GET /<res>/changes?after=&limit=`.
+#[handler]
+pub async fn changes(
+    req: &Request,
+    Path(entity): Path<String>,
+    who: MaybeAuthed,
+    Data(state): Data<&Arc<AppState>>,
+) -> Result<Response> {
+    let watch = watch_of(state, req, &entity, who)?;
+    let pairs = body::query_pairs(req)?;
+    let after = match body::query_param(&pairs, "after") {
+        Some(v) => seq_param("after", &v)?,
+        None => 0,
+    };
+    let limit = match body::query_param(&pairs, "limit") {
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_CHANGES).contains(n))
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "`limit` must be an integer from 1 to {MAX_CHANGES}"
+                ))
+            })?,
+        None => DEFAULT_CHANGES,
+    };
+    let (items, next) = page_of(state, &watch, after, limit).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"changes": items, "next": next}),
+    ))
+}
+
+/// Up to `limit` changes `watch` sees after `after`, and the number to ask after next.
+async fn page_of(
+    state: &AppState,
+    watch: &Watch,
+    after: i64,
+    limit: i64,
+) -> Result<(Vec<Json>, i64)> {
+    match pages::after(&state.live, watch, after, limit).await {
+        Ok(p) => Ok((p.items, p.next)),
+        Err(pages::PageError::Gone { newest }) => Err(ApiError::Gone(format!(
+            "the changes after {after} are no longer kept: reload, then ask for changes after {newest}"
+        ))),
+        Err(pages::PageError::Storage(e)) => Err(ApiError::from(crate::engine::internal(e))),
+    }
+}

@@ -1,0 +1,178 @@
+//! One subscriber's stream: `ready` (or `reset`), then its events in order, each once. It reads
+//! the log itself until it reaches the hub ([`super::Live::join`]), then takes the hub's
+//! frames, skipping any it has already read. Let go by the hub (its channel filled), it reads
+//! the log again from where it stopped, unless it is more than the lag limit behind: then it
+//! gets `reset` and ends.
+
+use super::watch::Watch;
+use super::{Frame, Live, PAGE, frames, read};
+use crate::storage::PoolExec;
+use crate::storage::live::bounds;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Where a stream starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Start {
+    /// With the next change.
+    Now,
+    /// After the change with this number (`Last-Event-ID`).
+    After(i64),
+}
+
+/// What a stream sends: `ready`, `reset`, or an event.
+#[derive(Debug, Clone)]
+pub enum Sent {
+    Ready(i64),
+    Reset(i64),
+    Event(Frame),
+}
+
+enum Mode {
+    /// Reading the log up to the hub.
+    Reading,
+    /// Joined the hub: its id there and the channel; numbers up to `until` are still the
+    /// stream's own to read.
+    Joined {
+        id: u64,
+        rx: mpsc::Receiver<Frame>,
+        until: i64,
+    },
+    Over,
+}
+
+/// One subscriber's place.
+pub struct Follow {
+    live: Live,
+    watch: Arc<Watch>,
+    /// The newest number sent or passed over.
+    done: i64,
+    mode: Mode,
+    /// Whether the stream has caught up with the hub once (the lag limit applies from then).
+    caught_up: bool,
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        if let Mode::Joined { id, .. } = self.mode {
+            self.live.leave(self.watch.key(), id);
+        }
+    }
+}
+
+/// Opens a stream of `watch` from `start`: the first thing it sends, and the stream that
+/// follows (`None` after a `reset`).
+pub async fn open(
+    live: &Live,
+    watch: Arc<Watch>,
+    start: Start,
+) -> crate::storage::Result<(Sent, Option<Follow>)> {
+    let (newest, kept_from) = bounds(&mut PoolExec(live.engine().storage.as_ref())).await?;
+    let from = match start {
+        Start::Now => newest,
+        Start::After(n) if n <= newest && n + 1 >= kept_from => n,
+        Start::After(_) => return Ok((Sent::Reset(newest), None)),
+    };
+    let follow = Follow {
+        live: live.clone(),
+        watch,
+        done: from,
+        mode: Mode::Reading,
+        caught_up: false,
+    };
+    Ok((Sent::Ready(from), Some(follow)))
+}
+
+impl Follow {
+    /// The next things to send, waiting for them; empty when the stream is over.
+    pub async fn next(&mut self) -> crate::storage::Result<Vec<Sent>> {
+        loop {
+            let mode = std::mem::replace(&mut self.mode, Mode::Over);
+            match mode {
+                Mode::Over => return Ok(Vec::new()),
+                Mode::Reading => {
+                    let hub = self.live.0.state.lock().expect("hub state").last;
+                    if self.done < hub {
+                        self.mode = Mode::Reading;
+                        let out = self.read_to(hub).await?;
+                        if !out.is_empty() {
+                            return Ok(out);
+                        }
+                        continue;
+                    }
+                    let (id, rx, until) = self.live.join(&self.watch);
+                    self.caught_up = true;
+                    self.mode = Mode::Joined { id, rx, until };
+                }
+                Mode::Joined { id, rx, until } if self.done < until => {
+                    self.mode = Mode::Joined { id, rx, until };
+                    let out = self.read_to(until).await?;
+                    if !out.is_empty() {
+                        return Ok(out);
+                    }
+                }
+                Mode::Joined { id, mut rx, until } => match rx.recv().await {
+                    Some(first) => {
+                        let mut out = Vec::new();
+                        self.take(first, &mut out);
+                        while out.len() < PAGE as usize {
+                            match rx.try_recv() {
+                                Ok(f) => self.take(f, &mut out),
+                                Err(_) => break,
+                            }
+                        }
+                        self.mode = Mode::Joined { id, rx, until };
+                        if !out.is_empty() {
+                            return Ok(out);
+                        }
+                    }
+                    None => {
+                        let out = self.let_go(id).await?;
+                        if !out.is_empty() {
+                            return Ok(out);
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    fn take(&mut self, f: Frame, out: &mut Vec<Sent>) {
+        if f.seq > self.done {
+            self.done = f.seq;
+            out.push(Sent::Event(f));
+        }
+    }
+
+    /// The hub let this stream go: it reads the log again (nothing to send yet), or, too far
+    /// behind, is reset.
+    async fn let_go(&mut self, id: u64) -> crate::storage::Result<Vec<Sent>> {
+        self.live.leave(self.watch.key(), id);
+        let (newest, _) = bounds(&mut PoolExec(self.live.engine().storage.as_ref())).await?;
+        if self.caught_up && newest - self.done > self.live.lag_max() {
+            self.mode = Mode::Over;
+            return Ok(vec![Sent::Reset(newest)]);
+        }
+        self.mode = Mode::Reading;
+        Ok(Vec::new())
+    }
+
+    /// Reads a page of the log after the stream's place, up to `until` at most.
+    async fn read_to(&mut self, until: i64) -> crate::storage::Result<Vec<Sent>> {
+        let storage = self.live.engine().storage.clone();
+        let catalog = self.live.engine().catalog.load();
+        let wanted = [self.watch.entity.name.clone()];
+        let page = read::page(storage.as_ref(), &catalog, self.done, PAGE, &wanted).await?;
+        // Nothing logged up to `until` is left to read (pruned meanwhile): passed over.
+        let upto = if page.changes.is_empty() && page.upto <= self.done {
+            until
+        } else {
+            page.upto.min(until)
+        };
+        let changes: Vec<read::Change> =
+            page.changes.into_iter().filter(|c| c.seq <= upto).collect();
+        let out = frames(storage.as_ref(), &self.watch, &changes).await?;
+        self.done = upto.max(self.done);
+        Ok(out.into_iter().map(Sent::Event).collect())
+    }
+}
