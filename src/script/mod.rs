@@ -8,6 +8,7 @@
 //! network, process, environment or timers. Values cross between serde_json and JavaScript
 //! as JavaScript values, without a JSON text in between ([`values`]).
 
+mod crossing;
 pub mod host;
 mod memory;
 pub mod pool;

@@ -2,6 +2,7 @@
 //! context per hook file, evaluated on the file's first call (and again when the file was
 //! compiled anew), and bounds every call in time and all its contexts together in memory.
 
+use super::crossing::Crossing;
 use super::memory::{Budget, Counted};
 use super::sandbox::{self, Loaded, Thrown, Watch};
 use super::values::{self, BackError};
@@ -85,13 +86,12 @@ impl Runtime {
             .load(file)
             .map_err(|t| (Stage::TopLevel, t))
             .and_then(|()| {
-                self.run(file, hook, &record, old.as_ref(), caller)
+                self.run(file, hook, record, old.as_ref(), caller)
                     .map_err(|t| (Stage::Hook, t))
             });
         self.watch.stop();
         match result {
-            Ok(None) => Ok(unchanged(hook, record)),
-            Ok(Some(new)) => Ok(HookOutcome::Record(kept(new, &record))),
+            Ok(outcome) => Ok(outcome),
             Err((stage, thrown)) => {
                 if matches!(thrown, Thrown::Timeout | Thrown::Memory) {
                     self.files.remove(file.name());
@@ -114,21 +114,27 @@ impl Runtime {
         Ok(())
     }
 
-    /// Runs `hook` in the loaded context of `file`; for the hooks that change the record,
-    /// the record to store.
+    /// Runs `hook` in the loaded context of `file`.
     fn run(
         &self,
         file: &HookFile,
         hook: Hook,
-        record: &Map<String, Json>,
+        record: Map<String, Json>,
         old: Option<&Map<String, Json>>,
         caller: &CallerInfo,
-    ) -> Result<Option<Map<String, Json>>, Thrown> {
+    ) -> Result<HookOutcome, Thrown> {
         let (_, loaded) = &self.files[file.name()];
         self.watch.start(self.limits.timeout);
         loaded.context.with(|ctx| {
             let (function, context) = self.entry(&ctx, loaded, file, hook, caller)?;
-            self.one((&function, &context), file, hook, record, old)
+            let mut crossing = Crossing::new(&ctx);
+            let call = Entry {
+                function: &function,
+                context: &context,
+                file,
+                hook,
+            };
+            self.one(&call, &mut crossing, record, old)
         })
     }
 
@@ -183,13 +189,19 @@ impl Runtime {
                 Ok(found) => found,
                 Err(thrown) => return Some(thrown),
             };
+            let mut crossing = Crossing::new(&ctx);
+            let call = Entry {
+                function: &function,
+                context: &context,
+                file,
+                hook,
+            };
             for record in rest.by_ref() {
                 self.watch.start(self.limits.timeout);
-                match self.one((&function, &context), file, hook, &record, None) {
+                match self.one(&call, &mut crossing, record, None) {
                     Err(t @ (Thrown::Timeout | Thrown::Memory)) => return Some(t),
                     Err(t) => out.push(Err(self.failure(file.name(), Stage::Hook, t))),
-                    Ok(None) => out.push(Ok(unchanged(hook, record))),
-                    Ok(Some(new)) => out.push(Ok(HookOutcome::Record(kept(new, &record)))),
+                    Ok(outcome) => out.push(Ok(outcome)),
                 }
             }
             None
@@ -214,19 +226,24 @@ impl Runtime {
         Ok((function, context))
     }
 
-    /// One call of `function`, the hook `hook` of `file`, on `record` (and `old`) with
-    /// `context` as `ctx`; for the hooks that change the record, the record to store.
+    /// One call of the hook of `call` on `record` (and `old`), crossing over through
+    /// `crossing`; for the hooks that change the record, the record to store.
     fn one<'js>(
         &self,
-        (function, context): (&rquickjs::Function<'js>, &Object<'js>),
-        file: &HookFile,
-        hook: Hook,
-        record: &Map<String, Json>,
+        call: &Entry<'_, 'js>,
+        crossing: &mut Crossing<'js>,
+        record: Map<String, Json>,
         old: Option<&Map<String, Json>>,
-    ) -> Result<Option<Map<String, Json>>, Thrown> {
+    ) -> Result<HookOutcome, Thrown> {
+        let Entry {
+            function,
+            context,
+            file,
+            hook,
+        } = *call;
         let ctx = function.ctx();
         let fail = |e| sandbox::thrown(ctx, e, file.name(), &self.watch);
-        let given = values::object_to_js(ctx, record).map_err(fail)?;
+        let given = crossing.give(&record).map_err(fail)?;
         let returned: Value = match hook {
             Hook::BeforeUpdate | Hook::AfterUpdate => {
                 let old = match old {
@@ -240,12 +257,12 @@ impl Runtime {
         .map_err(fail)?;
         sandbox::settle(ctx, &self.watch)?;
         if !hook.changes_record() {
-            return Ok(None);
+            return Ok(HookOutcome::Proceed);
         }
         let chosen = chosen(hook, returned, given)?;
-        match values::from_js(&chosen) {
-            Ok(Some(Json::Object(map))) => Ok(Some(map)),
-            Ok(_) => Err(Thrown::message(format!(
+        match crossing.back(&chosen, record) {
+            Ok(Some(map)) => Ok(HookOutcome::Record(map)),
+            Ok(None) => Err(Thrown::message(format!(
                 "{} returned a value that is not an object",
                 hook.name()
             ))),
@@ -317,14 +334,12 @@ pub(crate) fn check(name: &str, source: &str, limits: Limits) -> Result<[bool; 6
     }
 }
 
-/// `new` with the exact digits of the numbers of `record` it left as they were.
-fn kept(mut new: Map<String, Json>, record: &Map<String, Json>) -> Map<String, Json> {
-    for (key, value) in new.iter_mut() {
-        if let Some(before) = record.get(key) {
-            values::keep_unchanged(value, before);
-        }
-    }
-    new
+/// A hook's function in its context, with the `ctx` its calls get.
+struct Entry<'a, 'js> {
+    function: &'a rquickjs::Function<'js>,
+    context: &'a Object<'js>,
+    file: &'a HookFile,
+    hook: Hook,
 }
 
 /// The outcome of a hook that changed nothing.
@@ -338,9 +353,13 @@ fn unchanged(hook: Hook, record: Map<String, Json>) -> HookOutcome {
 
 /// The record a `before*` hook gives: the object it returned, or `given` as it left it when
 /// it returned nothing.
-fn chosen<'js>(hook: Hook, returned: Value<'js>, given: Object<'js>) -> Result<Value<'js>, Thrown> {
+fn chosen<'js>(
+    hook: Hook,
+    returned: Value<'js>,
+    given: Object<'js>,
+) -> Result<Object<'js>, Thrown> {
     if returned.is_undefined() {
-        return Ok(given.into_value());
+        return Ok(given);
     }
     if returned.is_promise() {
         return Err(Thrown::message(format!(
@@ -349,8 +368,11 @@ fn chosen<'js>(hook: Hook, returned: Value<'js>, given: Object<'js>) -> Result<V
             hook.name()
         )));
     }
-    if returned.is_object() && !returned.is_array() && !returned.is_function() {
-        return Ok(returned);
+    if !returned.is_array()
+        && !returned.is_function()
+        && let Some(object) = returned.as_object()
+    {
+        return Ok(object.clone());
     }
     Err(Thrown::message(format!(
         "{} returned {}: return the record, or nothing to keep the record it was given",

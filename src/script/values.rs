@@ -91,6 +91,11 @@ pub fn from_js<'js>(value: &Value<'js>) -> Result<Option<Json>, BackError> {
     back(value, 0, true)
 }
 
+/// [`from_js`] of a value nested `depth` levels deep (a record's field is at 1).
+pub(super) fn back_at<'js>(value: &Value<'js>, depth: usize) -> Result<Option<Json>, BackError> {
+    back(value, depth, true)
+}
+
 /// [`from_js`] at `depth`; `to_json` says whether an object's `toJSON` method applies.
 fn back<'js>(value: &Value<'js>, depth: usize, to_json: bool) -> Result<Option<Json>, BackError> {
     if depth > MAX_DEPTH {

@@ -119,3 +119,42 @@ fn a_key_named_proto_is_a_field_like_any_other() {
         json!({"data": {"__proto__": {"polluted": true}, "a": 1}, "__proto__": 5, "seen": ["__proto__", "a"], "inherits": "undefined"})
     );
 }
+
+#[test]
+fn a_chunk_gives_back_each_record_as_its_call_left_it() {
+    let f = file(
+        "function beforeCreate(r) {\n  switch (r.do) {\n    case 'upper': r.name = r.name.toUpperCase(); break;\n    case 'undefined': r.name = undefined; break;\n    case 'delete': delete r.name; break;\n    case 'add': r.added = [r.n]; break;\n    case 'push': r.list.push(r.n); break;\n    case 'inner': r.obj.x = r.n; break;\n    case 'same': r.name = r.name.slice(0); break;\n    case 'spread': return {...r, name: 'spread'};\n    case 'reorder': return {n: r.n, do: r.do, name: r.name};\n    case 'infinity': r.n = 1 / 0; break;\n  }\n}\n",
+    );
+    let mut rt = runtime();
+    let big = serde_json::from_str::<serde_json::Value>("9007199254740993").unwrap();
+    let given = [
+        json!({"name": "a", "do": "upper", "n": 1}),
+        json!({"name": "b", "do": "undefined", "n": 2}),
+        json!({"name": "c", "do": "delete", "n": 3}),
+        json!({"name": "d", "do": "add", "n": big.clone()}),
+        json!({"name": "e", "do": "push", "n": 5, "list": [1]}),
+        json!({"do": "inner", "n": 6, "obj": {}, "name": "f"}),
+        json!({"name": "g", "do": "same", "n": big.clone()}),
+        json!({"name": "h", "do": "spread", "n": 8}),
+        json!({"name": "i", "do": "reorder", "n": 9}),
+        json!({"name": "j", "do": "infinity", "n": 10}),
+        json!({"name": "k", "do": "none", "n": 1.5, "t": true, "z": null}),
+    ];
+    let records = given.iter().cloned().map(super::record).collect();
+    let out = rt.call_many(&f, Hook::BeforeCreate, records, &super::caller());
+    let out: Vec<String> = out.into_iter().map(|o| stored(o).to_string()).collect();
+    let expected = [
+        r#"{"name":"A","do":"upper","n":1}"#,
+        r#"{"do":"undefined","n":2}"#,
+        r#"{"do":"delete","n":3}"#,
+        r#"{"name":"d","do":"add","n":9007199254740993,"added":[9007199254740992]}"#,
+        r#"{"name":"e","do":"push","n":5,"list":[1,5]}"#,
+        r#"{"do":"inner","n":6,"obj":{"x":6},"name":"f"}"#,
+        r#"{"name":"g","do":"same","n":9007199254740993}"#,
+        r#"{"name":"spread","do":"spread","n":8}"#,
+        r#"{"n":9,"do":"reorder","name":"i"}"#,
+        r#"{"name":"j","do":"infinity","n":null}"#,
+        r#"{"name":"k","do":"none","n":1.5,"t":true,"z":null}"#,
+    ];
+    assert_eq!(out, expected);
+}
