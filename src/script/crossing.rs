@@ -26,7 +26,14 @@ pub struct Crossing<'js> {
     given: Vec<(usize, Value<'js>)>,
     /// The properties of the object chosen, as read back.
     read: Vec<(Atom<'js>, Value<'js>)>,
+    /// Objects that keep the shapes of the first record's object alive, the i-th with its
+    /// first i + 1 fields: QuickJS then finds each shape the next records' objects pass
+    /// through instead of making it again.
+    holders: Vec<Object<'js>>,
 }
+
+/// The most fields of a record whose shapes [`Crossing`] keeps.
+const HELD: usize = 32;
 
 impl<'js> Crossing<'js> {
     /// Nothing met yet, in `ctx`.
@@ -36,6 +43,7 @@ impl<'js> Crossing<'js> {
             names: Vec::new(),
             given: Vec::new(),
             read: Vec::new(),
+            holders: Vec::new(),
         }
     }
 
@@ -59,7 +67,26 @@ impl<'js> Crossing<'js> {
             }
         }
         self.given.truncate(record.len());
+        if self.holders.is_empty() {
+            self.hold()?;
+        }
         Ok(object)
+    }
+
+    /// Makes [`Crossing::holders`] for the fields of the record given.
+    fn hold(&mut self) -> rquickjs::Result<()> {
+        for last in 0..self.given.len().min(HELD) {
+            let holder = Object::new(self.ctx.clone())?;
+            for (n, _) in &self.given[..=last] {
+                let field = Property::from(Value::new_undefined(self.ctx.clone()))
+                    .writable()
+                    .enumerable()
+                    .configurable();
+                holder.prop(self.names[*n].1.clone(), field)?;
+            }
+            self.holders.push(holder);
+        }
+        Ok(())
     }
 
     /// The place in `names` of `key`, looked for at `guess` first; added when new.
