@@ -83,28 +83,29 @@ pub fn before_creates(
     let mut ran = vec![false; calls.len()];
     let catalog = engine.catalog.load();
     let mut by_entity: Vec<(std::sync::Arc<Entity>, Vec<usize>)> = Vec::new();
-    // The entity of the call before: a chunk's calls are mostly of one entity.
-    let mut last: Option<std::sync::Arc<Entity>> = None;
+    // The entity of the call before, and whether its creates run the hook here: a chunk's
+    // calls are mostly of one entity, and the caller's role decides the same for each.
+    let mut last: Option<(std::sync::Arc<Entity>, bool)> = None;
     for (i, call) in calls.iter().enumerate() {
         let Ok(call) = call else { continue };
-        let e = match last.take() {
-            Some(e) if e.name == call.entity => e,
+        let (e, hooked) = match last.take() {
+            Some((e, hooked)) if e.name == call.entity => (e, hooked),
             _ => match catalog.entity(&call.entity) {
-                Ok(e) => e,
+                Ok(e) => {
+                    let hooked = hook_of(&e, Hook::BeforeCreate).is_some()
+                        && super::access::guard(&e, caller, Op::Create).is_ok();
+                    (e, hooked)
+                }
                 Err(_) => continue,
             },
         };
-        last = Some(e.clone());
-        if call.op != Op::Create
-            || hook_of(&e, Hook::BeforeCreate).is_none()
-            || super::access::guard(&e, caller, Op::Create).is_err()
-        {
-            continue;
+        if call.op == Op::Create && hooked {
+            match by_entity.iter_mut().rev().find(|(x, _)| x.name == e.name) {
+                Some((_, at)) => at.push(i),
+                None => by_entity.push((e.clone(), vec![i])),
+            }
         }
-        match by_entity.iter_mut().find(|(x, _)| x.name == e.name) {
-            Some((_, at)) => at.push(i),
-            None => by_entity.push((e, vec![i])),
-        }
+        last = Some((e, hooked));
     }
     for (e, mut at) in by_entity {
         let Some(file) = hook_of(&e, Hook::BeforeCreate) else {
