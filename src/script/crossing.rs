@@ -26,10 +26,13 @@ pub struct Crossing<'js> {
     given: Vec<(usize, Value<'js>)>,
     /// The properties of the object chosen, as read back.
     read: Vec<(Atom<'js>, Value<'js>)>,
-    /// Objects that keep the shapes of the first record's object alive, the i-th with its
+    /// Objects that keep the shapes of the second record's object alive, the i-th with its
     /// first i + 1 fields: QuickJS then finds each shape the next records' objects pass
-    /// through instead of making it again.
+    /// through instead of making it again. (Not for a single record, which they would only
+    /// slow down.)
     holders: Vec<Object<'js>>,
+    /// How many records were given.
+    records: usize,
 }
 
 /// The most fields of a record whose shapes [`Crossing`] keeps.
@@ -44,6 +47,7 @@ impl<'js> Crossing<'js> {
             given: Vec::new(),
             read: Vec::new(),
             holders: Vec::new(),
+            records: 0,
         }
     }
 
@@ -67,7 +71,8 @@ impl<'js> Crossing<'js> {
             }
         }
         self.given.truncate(record.len());
-        if self.holders.is_empty() {
+        self.records += 1;
+        if self.records == 2 {
             self.hold()?;
         }
         Ok(object)
