@@ -790,6 +790,31 @@ async fn scenario(app: &TestApp, b: &Browser) {
     b.wait_visible("#rows tr", 20).await;
     let range = b.wait_visible("#range", 20).await;
     assert!(range.starts_with("1–100 of "), "{range}");
+    // The page follows the entity's live changes: a campaign created elsewhere shows in the
+    // total without a reload.
+    let live = b.wait_visible("#live", 20).await;
+    assert!(live.starts_with("Live"), "{live}");
+    let total: i64 = range.rsplit(' ').next().unwrap().parse().unwrap();
+    let made = app
+        .create("campaigns", json!({"name": "made while watching"}))
+        .await;
+    let shows =
+        "return document.getElementById('range').textContent.endsWith(' of ' + arguments[0]);";
+    b.wait_js(
+        "the total to follow a create",
+        20,
+        shows,
+        json!([total + 1]),
+    )
+    .await;
+    let gone = app
+        .admin(Method::DELETE, &format!("/campaigns/{}", made["id"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 200);
+    b.wait_js("the total to follow a delete", 20, shows, json!([total]))
+        .await;
     let click_name = "[...document.querySelectorAll('#heads button')]\
                       .find(x => x.textContent.startsWith('name')).click(); return true;";
     b.js(click_name, json!([])).await;

@@ -2,10 +2,11 @@
 -- "entity" created together (events "seq" .. "seq" + "hi" - "lo"), or the object "lo" (= "hi")
 -- updated or deleted, with its stored row before the change ("before", the row as JSON).
 -- Statement triggers on every entity table write the rows in the writing transaction, in
--- statement order ("lid"), without a number; the sequencer (src/storage/live.rs), one at a
--- time across every server, numbers committed rows in "lid" order from "live_seq", so numbers
--- follow commit order for each object and a reader that has seen number n never meets a new
--- row at or below it.
+-- statement order ("lid"), without a number and without a NOTIFY (which would make commits
+-- wait for each other); the sequencer (src/storage/live.rs), one at a time across every
+-- server, numbers committed rows in "lid" order from "live_seq", so numbers follow commit
+-- order for each object and a reader that has seen number n never meets a new row at or
+-- below it.
 CREATE TABLE IF NOT EXISTS "live_changes" (
   "lid" BIGSERIAL PRIMARY KEY,
   "seq" BIGINT,
@@ -32,20 +33,17 @@ BEGIN
   SELECT TG_TABLE_NAME, 'create', MIN("id"), MAX("id")
   FROM (SELECT "id", "id" - ROW_NUMBER() OVER (ORDER BY "id") AS "g" FROM "new_rows") s
   GROUP BY "g" ORDER BY MIN("id");
-  IF FOUND THEN PERFORM pg_notify('entiserve_live_written', ''); END IF;
   RETURN NULL;
 END $f$;
 CREATE OR REPLACE FUNCTION "entiserve_live_upd"() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
   INSERT INTO "live_changes" ("entity", "op", "lo", "hi", "before")
   SELECT TG_TABLE_NAME, 'update', o."id", o."id", to_jsonb(o)::text FROM "old_rows" o ORDER BY o."id";
-  IF FOUND THEN PERFORM pg_notify('entiserve_live_written', ''); END IF;
   RETURN NULL;
 END $f$;
 CREATE OR REPLACE FUNCTION "entiserve_live_del"() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
   INSERT INTO "live_changes" ("entity", "op", "lo", "hi", "before")
   SELECT TG_TABLE_NAME, 'delete', o."id", o."id", to_jsonb(o)::text FROM "old_rows" o ORDER BY o."id";
-  IF FOUND THEN PERFORM pg_notify('entiserve_live_written', ''); END IF;
   RETURN NULL;
 END $f$;

@@ -9,9 +9,8 @@
 //!   statement and before it commits ([`append`]), so a savepoint's rollback takes its changes
 //!   with it and numbers follow commit order.
 //! - On PostgreSQL statement triggers write the changes of every writer unnumbered, in the
-//!   writing transaction, and wake the servers (`entiserve_live_written`). A sequencer pass
-//!   ([`number`]), one at a time across the fleet, numbers what has committed and tells every
-//!   server (`entiserve_live`). A row is numbered only once committed, and passes never
+//!   writing transaction. A sequencer pass ([`number`]), one at a time across the fleet,
+//!   numbers what has committed and tells every server (`entiserve_live`). A row is numbered only once committed, and passes never
 //!   overlap, so a reader that has seen number n never meets a new row numbered n or less.
 //!
 //! What an object looked like after a change is not stored: it is the row before the object's
@@ -22,8 +21,6 @@ use super::sql::Dialect;
 use super::{Exec, Result, Row, Value};
 use crate::schema::{ColType, Entity};
 
-/// PostgreSQL channel a trigger notifies when it logged changes that still need a number.
-pub const WRITTEN_CHANNEL: &str = "entiserve_live_written";
 /// PostgreSQL channel a sequencer pass notifies, with the newest number, when it numbered some.
 pub const NUMBERED_CHANNEL: &str = "entiserve_live";
 

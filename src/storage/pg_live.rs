@@ -1,22 +1,25 @@
-//! PostgreSQL's side of live changes ([`super::live`]): a listener on the two channels, and the
-//! sequencer it drives. Each server runs both; passes of different servers wait for each other
-//! on an advisory lock, so a change committed through any server is numbered once, and every
-//! server hears of the numbers from the notification of the pass that gave them.
+//! PostgreSQL's side of live changes ([`super::live`]): the sequencer and a listener. Each
+//! server runs both. The sequencer runs a pass after this server's own writes commit (the
+//! storage wakes it; writers do not `NOTIFY`, which would make their commits wait for each
+//! other) and every [`TICK`] for other writers; passes of different servers wait for each
+//! other on an advisory lock, so a change committed through any server is numbered once. A
+//! pass that numbered changes notifies [`NUMBERED_CHANNEL`], and every server's listener wakes
+//! its readers.
 
-use super::live::{self, NUMBERED_CHANNEL, WRITTEN_CHANNEL};
+use super::live::{self, NUMBERED_CHANNEL};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 
-/// How often a pass runs and readers are woken without a notification: the net under a lost
-/// notification (a reconnect, another program's write).
-const TICK: Duration = Duration::from_secs(1);
+/// How often a pass runs and readers are woken without being told: for writes of other servers
+/// whose own sequencer is gone, another program's writes, and a lost notification.
+const TICK: Duration = Duration::from_millis(250);
 
-/// What the listener heard.
+/// What the sequencer heard.
 enum Heard {
-    /// Changes wait for a number.
+    /// This server wrote.
     Written,
     /// A pass numbered changes.
     Numbered,
@@ -24,15 +27,26 @@ enum Heard {
     Reconnected,
 }
 
-/// Starts the listener and the sequencer, stopped by aborting the two tasks; `signal` is bumped
-/// whenever new numbers may be readable.
+/// Starts the listener, the sequencer and the task that hands it `wake` (told after each write
+/// of this server), stopped by aborting the three tasks; `signal` is bumped whenever new
+/// numbers may be readable.
 pub(super) fn start(
     pool: PgPool,
     signal: Arc<watch::Sender<u64>>,
-) -> [tokio::task::JoinHandle<()>; 2] {
+    wake: Arc<Notify>,
+) -> [tokio::task::JoinHandle<()>; 3] {
     let (tx, rx) = mpsc::channel(64);
+    let written = tx.clone();
     [
         tokio::spawn(listen(pool.clone(), tx)),
+        tokio::spawn(async move {
+            loop {
+                wake.notified().await;
+                if written.send(Heard::Written).await.is_err() {
+                    return;
+                }
+            }
+        }),
         tokio::spawn(sequence(pool, signal, rx)),
     ]
 }
@@ -47,10 +61,7 @@ async fn listen(pool: PgPool, tx: mpsc::Sender<Heard>) {
                 continue;
             }
         };
-        if let Err(e) = listener
-            .listen_all([WRITTEN_CHANNEL, NUMBERED_CHANNEL])
-            .await
-        {
+        if let Err(e) = listener.listen(NUMBERED_CHANNEL).await {
             tracing::warn!(error = %e, "live changes: LISTEN failed; trying again");
             tokio::time::sleep(TICK).await;
             continue;
@@ -58,7 +69,6 @@ async fn listen(pool: PgPool, tx: mpsc::Sender<Heard>) {
         let _ = tx.try_send(Heard::Reconnected);
         loop {
             let heard = match listener.try_recv().await {
-                Ok(Some(n)) if n.channel() == WRITTEN_CHANNEL => Heard::Written,
                 Ok(Some(_)) => Heard::Numbered,
                 Ok(None) => Heard::Reconnected,
                 Err(e) => {
@@ -127,7 +137,7 @@ async fn number_all(pool: &PgPool) -> bool {
 
 async fn pass(pool: &PgPool) -> super::Result<Option<(i64, bool)>> {
     let tx = pool.begin().await.map_err(super::postgres::db)?;
-    let mut tx = super::postgres::PgTx(tx);
+    let mut tx = super::postgres::PgTx(tx, None);
     let numbered = live::number(&mut tx).await?;
     tx.0.commit().await.map_err(super::postgres::db)?;
     Ok(numbered)

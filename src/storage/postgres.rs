@@ -21,8 +21,10 @@ pub struct PgStorage {
     /// Folds pending row-count deltas; stopped when the storage is dropped.
     compactor: tokio::task::JoinHandle<()>,
     /// Numbers live changes and hears of them ([`super::pg_live`]).
-    live: [tokio::task::JoinHandle<()>; 2],
+    live: [tokio::task::JoinHandle<()>; 3],
     live_signal: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+    /// Told after each write of this server, for its sequencer.
+    live_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// Connections of the transaction pool, of one-statement writes, of point reads and of lists.
@@ -57,7 +59,8 @@ impl PgStorage {
         let lists = pool_of(LIST_READERS, 0).connect_lazy_with(opts);
         let compactor = tokio::spawn(compact_counts(pool.clone()));
         let live_signal = std::sync::Arc::new(tokio::sync::watch::Sender::new(0));
-        let live = super::pg_live::start(pool.clone(), live_signal.clone());
+        let live_wake = std::sync::Arc::new(tokio::sync::Notify::new());
+        let live = super::pg_live::start(pool.clone(), live_signal.clone(), live_wake.clone());
         Ok(PgStorage {
             pool,
             singles,
@@ -66,6 +69,7 @@ impl PgStorage {
             compactor,
             live,
             live_signal,
+            live_wake,
         })
     }
 }
@@ -214,7 +218,12 @@ async fn exec_single(conns: &Conns, sql: &str, args: &[Value]) -> Result<u64> {
     Ok(done.map_err(db)?.rows_affected())
 }
 
-pub(super) struct PgTx(pub(super) Transaction<'static, Postgres>);
+/// An open transaction; `wake`, when set, is told after it commits (the sequencer of live
+/// changes numbers what it may have logged).
+pub(super) struct PgTx(
+    pub(super) Transaction<'static, Postgres>,
+    pub(super) Option<std::sync::Arc<tokio::sync::Notify>>,
+);
 
 #[async_trait]
 impl Exec for PgTx {
@@ -334,7 +343,12 @@ fn bind_column<'q>(q: Query<'q>, column: &[&'q Value]) -> Result<Query<'q>> {
 #[async_trait]
 impl Tx for PgTx {
     async fn commit(self: Box<Self>) -> Result<()> {
-        self.0.commit().await.map_err(db)
+        let PgTx(tx, wake) = *self;
+        tx.commit().await.map_err(db)?;
+        if let Some(w) = wake {
+            w.notify_one();
+        }
+        Ok(())
     }
     async fn rollback(self: Box<Self>) -> Result<()> {
         self.0.rollback().await.map_err(db)
@@ -349,7 +363,7 @@ impl Storage for PgStorage {
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let tx = self.pool.begin().await.map_err(db)?;
-        Ok(Box::new(PgTx(tx)))
+        Ok(Box::new(PgTx(tx, Some(self.live_wake.clone()))))
     }
 
     async fn begin_snapshot(&self) -> Result<Box<dyn Tx>> {
@@ -358,7 +372,7 @@ impl Storage for PgStorage {
             .execute(&mut *tx)
             .await
             .map_err(db)?;
-        Ok(Box::new(PgTx(tx)))
+        Ok(Box::new(PgTx(tx, None)))
     }
 
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
@@ -370,11 +384,15 @@ impl Storage for PgStorage {
     }
 
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64> {
-        exec_single(&self.singles, sql, args).await
+        let n = exec_single(&self.singles, sql, args).await?;
+        self.live_wake.notify_one();
+        Ok(n)
     }
 
     async fn fetch_write(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        fetch_single(&self.singles, sql, args, types).await
+        let rows = fetch_single(&self.singles, sql, args, types).await?;
+        self.live_wake.notify_one();
+        Ok(rows)
     }
 
     async fn table_columns(&self, table: &str) -> Result<Vec<String>> {

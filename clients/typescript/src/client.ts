@@ -1,6 +1,7 @@
 // A client generated from entiserve's OpenAPI document (src/schema.d.ts, `npm run gen`) run
 // against a live server: sign-in, create, read (a created object's id passed straight to its
-// read and change), a dry run, filtered list, a synchronous batch and a background CSV upload. Every status and value is checked; the first mismatch ends the run
+// read and change), a dry run, filtered list, a synchronous batch, a background CSV upload, and
+// the live changes of campaigns followed as a stream and paged. Every status and value is checked; the first mismatch ends the run
 // with a message and exit code 1.
 //
 // Env: BASE_URL (e.g. http://127.0.0.1:8080), ADMIN_PASSWORD (the `admin` user's password).
@@ -46,6 +47,48 @@ function expectCampaign(got: Campaign, want: CampaignCreate & { id?: number }, w
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One Server-Sent Event. */
+interface Sse {
+  event: string;
+  id: number | undefined;
+  data: string;
+}
+
+/** Reads the events of a `text/event-stream` body one at a time. */
+class EventReader {
+  private buffer = "";
+  private readonly decoder = new TextDecoder();
+  constructor(private readonly reader: ReadableStreamDefaultReader<Uint8Array>) {}
+
+  /** The next event (comments skipped); fails after `ms` milliseconds. */
+  async next(ms: number): Promise<Sse> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const end = this.buffer.indexOf("\n\n");
+      if (end >= 0) {
+        const block = this.buffer.slice(0, end);
+        this.buffer = this.buffer.slice(end + 2);
+        const ev: Sse = { event: "message", id: undefined, data: "" };
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) ev.event = line.slice(6).trim();
+          else if (line.startsWith("id:")) ev.id = Number(line.slice(3).trim());
+          else if (line.startsWith("data:")) ev.data += line.slice(5).replace(/^ /, "");
+        }
+        if (ev.data !== "") return ev;
+        continue;
+      }
+      const left = deadline - Date.now();
+      check(left > 0, `no event within ${ms} ms`);
+      const chunk = await Promise.race([
+        this.reader.read(),
+        sleep(left).then(() => ({ done: true, value: undefined })),
+      ]);
+      check(!chunk.done && chunk.value !== undefined, "the event stream ended");
+      this.buffer += this.decoder.decode(chunk.value, { stream: true });
+    }
+  }
+}
 
 async function main(): Promise<void> {
   const baseUrl = env("BASE_URL").replace(/\/$/, "");
@@ -226,6 +269,48 @@ async function main(): Promise<void> {
       check(new RegExp(`^OK,\\d+,c,${name},${i + 1}$`).test(line), `result CSV row ${i + 1}: ${line}`);
     });
     console.log(`upload ${rid}: finished, ${names.length} rows OK`);
+  }
+
+  // Live changes: follow campaigns, see a create and an update arrive, then page them.
+  {
+    const abort = new AbortController();
+    const { response } = await api.GET("/campaigns/events", {
+      params: { query: { fields: "id,name" } },
+      parseAs: "stream",
+      signal: abort.signal,
+    });
+    expectStatus(response, 200, "GET /campaigns/events", undefined);
+    const type = response.headers.get("Content-Type") ?? "";
+    check(type.startsWith("text/event-stream"), `GET /campaigns/events: Content-Type ${type}`);
+    check(response.body !== null, "GET /campaigns/events: no body");
+    const events = new EventReader(response.body.getReader());
+    const ready = await events.next(10_000);
+    check(ready.event === "ready" && ready.id !== undefined, `first event ${JSON.stringify(ready)}`);
+    const made = await api.POST("/campaigns", { body: { name: `${tag} live` } });
+    expectStatus(made.response, 200, "POST /campaigns (live)", made.error);
+    const liveId = (made.data as Campaign).id;
+    await api.PUT("/campaigns/{id}", { params: { path: { id: liveId } }, body: { name: `${tag} live 2` } });
+    const seen: Sse[] = [];
+    while (seen.length < 2) {
+      const ev = await events.next(10_000);
+      const data = JSON.parse(ev.data) as { op: string; id: number; object: { id: number; name: string } };
+      if (data.id === liveId) seen.push(ev);
+    }
+    abort.abort();
+    const ops = seen.map((e) => `${e.event}:${(JSON.parse(e.data) as { object: { name: string } }).object.name}`);
+    check(
+      ops[0] === `create:${tag} live` && ops[1] === `update:${tag} live 2`,
+      `live events ${JSON.stringify(ops)}`,
+    );
+    check(seen[0]!.id! > ready.id! && seen[1]!.id! > seen[0]!.id!, "event ids grow");
+    const page = await api.GET("/campaigns/changes", { params: { query: { after: ready.id!, limit: 100 } } });
+    expectStatus(page.response, 200, "GET /campaigns/changes", page.error);
+    const mine = (page.data?.changes ?? []).filter((c) => c.id === liveId).map((c) => `${c.op}@${c.seq}`);
+    check(
+      mine.join(",") === `create@${seen[0]!.id},update@${seen[1]!.id}`,
+      `GET /campaigns/changes: ${JSON.stringify(mine)}`,
+    );
+    console.log(`live: create and update of ${liveId} followed (ids ${seen[0]!.id}, ${seen[1]!.id}) and paged`);
   }
 }
 

@@ -3,7 +3,9 @@
 // `Link: <...>; rel="next"` cursor of each reply; the total comes from `X-Total-Count`.
 // Where the caller's role may write the entity: create and edit (editor.js), delete one object
 // after a confirmation, and delete the selected rows as one background batch that can be
-// undone. Hooks: data-id="<id>" on each row, data-action="create|edit|delete|confirm|cancel".
+// undone. The page shown follows the entity's live changes (`/<entity>/events` with the same
+// filters and fields) and is read again after each one, at most a few times a second.
+// Hooks: data-id="<id>" on each row, data-action="create|edit|delete|confirm|cancel".
 'use strict';
 
 (() => {
@@ -157,19 +159,58 @@
     return `/${encodeURIComponent($('entity').value)}?${p}`;
   }
 
+  let live = null; // the EventSource of the entity shown
+  let liveKey = ''; // what it follows
+  let refresh = null; // a pending read of the page after a change
+  let shownSeen = ''; // the total and objects of the page shown, as JSON
+
+  /** Follows the changes of the entity shown, with the form's filters and fields. */
+  function follow() {
+    const entity = $('entity').value;
+    const p = params();
+    p.delete('sort');
+    p.delete('changed_by');
+    const key = `${entity}?${p}`;
+    if (live && key === liveKey) return;
+    if (live) live.close();
+    live = null;
+    liveKey = key;
+    if (!entity || !Tools.token()) { $('live').hidden = true; return; }
+    p.set('_token', Tools.token());
+    live = new EventSource(`${Tools.PREFIX}/${encodeURIComponent(entity)}/events?${p}`);
+    const state = (text) => { $('live').textContent = text; $('live').hidden = false; };
+    live.addEventListener('ready', () => state('Live: changes show as they happen'));
+    live.onerror = () => state(live && live.readyState === EventSource.CLOSED
+      ? 'Live updates are off for this query'
+      : 'Live updates paused: reconnecting…');
+    const changed = () => {
+      if (refresh || !shownUrl) return;
+      refresh = setTimeout(() => { refresh = null; show(shownUrl, shownFrom); }, 250);
+    };
+    for (const kind of ['create', 'update', 'delete']) live.addEventListener(kind, changed);
+    live.addEventListener('reset', () => { live.close(); live = null; liveKey = ''; show(shownUrl || firstUrl()); });
+  }
+
   async function show(url, from = 0) {
     if (!$('entity').value) return;
+    follow();
     try {
       const resp = await api(url);
       if (!resp.ok) throw new Error(await describe(resp));
       const items = await resp.json();
+      const total = resp.headers.get('x-total-count') || items.length;
+      // A page read again after a change that left it as it was stays as it is (a row being
+      // clicked is not drawn anew under the pointer).
+      const seen = JSON.stringify([total, items]);
+      if (url === shownUrl && from === shownFrom && seen === shownSeen) { showError(''); return; }
+      shownSeen = seen;
       if (from === 0) columns = [];
       if (url !== shownUrl) selected.clear();
       shownUrl = url;
       shownFrom = from;
       nextUrl = nextOf(resp);
       showError('');
-      render(items, resp.headers.get('x-total-count') || items.length);
+      render(items, total);
     } catch (e) {
       if (e instanceof Tools.SessionEnded) return;
       showError(`The objects could not be listed: ${e.message}`);
