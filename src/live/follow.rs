@@ -94,7 +94,9 @@ impl Follow {
                     let hub = self.live.0.state.lock().expect("hub state").last;
                     if self.done < hub {
                         self.mode = Mode::Reading;
-                        let out = self.read_to(hub).await?;
+                        // Boxed, as below: an idle stream then holds only its wait for the
+                        // channel, not the state of a read of the log.
+                        let out = Box::pin(self.read_to(hub)).await?;
                         if !out.is_empty() {
                             return Ok(out);
                         }
@@ -106,7 +108,7 @@ impl Follow {
                 }
                 Mode::Joined { id, rx, until } if self.done < until => {
                     self.mode = Mode::Joined { id, rx, until };
-                    let out = self.read_to(until).await?;
+                    let out = Box::pin(self.read_to(until)).await?;
                     if !out.is_empty() {
                         return Ok(out);
                     }
@@ -127,7 +129,7 @@ impl Follow {
                         }
                     }
                     None => {
-                        let out = self.let_go(id).await?;
+                        let out = Box::pin(self.let_go(id)).await?;
                         if !out.is_empty() {
                             return Ok(out);
                         }
