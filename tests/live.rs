@@ -404,7 +404,7 @@ async fn a_consumer_that_falls_behind_is_reset() {
     let (mut s, _) = subscribe(&app, "/campaigns/events").await;
     // Long names fill the socket's buffers, so the stream falls behind.
     let long = "x".repeat(2000);
-    for _ in 0..4 {
+    for _ in 0..8 {
         let items: Vec<Json> = (0..2000)
             .map(|_| json!({"name": "slow", "description": long}))
             .collect();
@@ -421,12 +421,12 @@ async fn a_consumer_that_falls_behind_is_reset() {
     // Read nothing until every change is made: the socket's buffers and the stream's channel
     // fill meanwhile.
     for _ in 0..600 {
-        if count(&app, "campaigns").await == 8000 {
+        if count(&app, "campaigns").await == 16_000 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(count(&app, "campaigns").await, 8000);
+    assert_eq!(count(&app, "campaigns").await, 16_000);
     let mut last = None;
     while let Some(ev) = s.next_within(Duration::from_secs(5)).await {
         last = Some(ev.event);

@@ -24,8 +24,13 @@ use watch::Watch;
 
 /// Log rows one page reads.
 pub const PAGE: i64 = 1000;
-/// Events a subscriber's channel holds before the hub lets it go.
-const CHANNEL: usize = 1024;
+/// Events a subscriber's channel holds (frames share their text, so a full one is a few
+/// hundred kilobytes).
+const CHANNEL: usize = 4096;
+/// How long the hub waits, a page at most, for subscribers whose channel is full before it
+/// lets them go: streams a little slower than the changes are paced instead of reading the
+/// log each on its own.
+const PACE: Duration = Duration::from_millis(200);
 /// How often changes older than `--changes-keep` are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -176,16 +181,39 @@ impl Live {
                 .map(|g| (g.watch.clone(), g.subs.clone()))
                 .collect()
         };
+        let deadline = tokio::time::Instant::now() + PACE;
         for (watch, subs) in groups {
             let frames = frames(storage.as_ref(), &watch, &page.changes).await?;
             for (id, tx) in subs {
-                if frames.iter().any(|f| tx.try_send(f.clone()).is_err()) {
+                if !deliver(&tx, &frames, deadline).await {
                     self.leave(watch.key(), id);
                 }
             }
         }
         Ok(true)
     }
+}
+
+/// Sends `frames` to one subscriber, waiting until `deadline` at most while its channel is
+/// full; whether all went.
+async fn deliver(
+    tx: &mpsc::Sender<Frame>,
+    frames: &[Frame],
+    deadline: tokio::time::Instant,
+) -> bool {
+    for f in frames {
+        match tx.try_send(f.clone()) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(f)) => {
+                match tokio::time::timeout_at(deadline, tx.send(f)).await {
+                    Ok(Ok(())) => {}
+                    _ => return false,
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+        }
+    }
+    true
 }
 
 /// The frames `watch` gets of `changes`.

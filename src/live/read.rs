@@ -32,8 +32,36 @@ pub struct Page {
     pub upto: i64,
 }
 
-/// Reads the changes numbered above `after`, from at most `entries` log rows, of the entities
-/// `wanted`. Changes of entities the catalog no longer has are skipped.
+/// Most changes one page holds: a range of creates is cut to fit.
+const MAX_CHANGES: i64 = 2000;
+
+/// The log rows `log` (numbered above `after` at their end) cut to the changes above `after`,
+/// at most [`MAX_CHANGES`] of them: a range of creates loses its ids numbered up to `after`
+/// and, past the limit, its last ids.
+fn clip(log: Vec<Entry>, after: i64) -> Vec<Entry> {
+    let mut out = Vec::with_capacity(log.len());
+    let mut left = MAX_CHANGES;
+    for mut e in log {
+        if left <= 0 {
+            break;
+        }
+        if e.seq <= after {
+            let skip = after - e.seq + 1;
+            e.lo += skip;
+            e.seq += skip;
+        }
+        if e.hi - e.lo + 1 > left {
+            e.hi = e.lo + left - 1;
+        }
+        left -= e.hi - e.lo + 1;
+        out.push(e);
+    }
+    out
+}
+
+/// Reads the changes numbered above `after`, from at most `entries` log rows and at most
+/// [`MAX_CHANGES`] changes, of the entities `wanted`. Changes of entities the catalog no longer
+/// has are skipped.
 pub async fn page(
     storage: &dyn Storage,
     catalog: &Catalog,
@@ -43,7 +71,7 @@ pub async fn page(
 ) -> Result<Page> {
     let d = storage.dialect();
     let mut ex = PoolExec(storage);
-    let log = live::page(&mut ex, d, after, entries).await?;
+    let log = clip(live::page(&mut ex, d, after, entries).await?, after);
     let upto = log.last().map_or(after, Entry::last);
     let mut changes = Vec::new();
     let mut by_entity: HashMap<&str, Vec<&Entry>> = HashMap::new();
