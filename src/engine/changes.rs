@@ -8,7 +8,6 @@ use super::{CallError, Op, Outcome};
 use crate::schema::Entity;
 use crate::storage::changes::{self, Change, ChangeOp};
 use crate::storage::{Dialect, Exec, Row, StorageError};
-use serde_json::{Map, Value as Json};
 use std::collections::{BTreeMap, HashMap};
 
 /// Who records: the background request `rid`, whose `bg_requests` id is `stamp` (written into
@@ -22,14 +21,9 @@ pub struct Recorder {
 /// The stamp of calls made outside any background request.
 pub const NO_REQUEST: i64 = 0;
 
-/// A stored row (ending with [`changes::REV`]) as the JSON an undo writes back.
-pub fn row_json(e: &Entity, row: &Row) -> String {
-    let mut m = Map::new();
-    for (c, v) in e.columns().zip(row) {
-        m.insert(c.to_string(), v.to_json());
-    }
-    Json::Object(m).to_string()
-}
+/// A stored row (ending with [`changes::REV`]) as the JSON an undo writes back: the same form
+/// the live-changes log keeps.
+pub use crate::storage::live::row_json;
 
 /// The changes of one chunk, gathered while it runs and written before it commits.
 pub struct ChunkLog<'a> {
