@@ -46,6 +46,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0008_live.sql"),
         include_str!("../../migrations/postgres/0008_live.sql"),
     ),
+    (
+        9,
+        include_str!("../../migrations/sqlite/0009_live_ranges.sql"),
+        include_str!("../../migrations/postgres/0009_live_ranges.sql"),
+    ),
 ];
 
 /// The version the fixed tables reach when every migration has run.
