@@ -251,9 +251,7 @@ impl App {
             }
         }
         tracing::info!(addr = %self.addr, worker = %jobs.worker_id, "listening");
-        poem::Server::new_with_acceptor(self.acceptor)
-            .run_with_graceful_shutdown(http::app(self.state), shutdown, Some(grace))
-            .await?;
+        http::serve::run(self.acceptor, http::app(self.state), shutdown, Some(grace)).await?;
         // Running chunks commit; then the leases are handed back for the next start.
         let _ = stop_tx.send(true);
         for t in tasks {

@@ -20,6 +20,7 @@ pub mod origin;
 mod pages;
 mod ranged;
 mod reference;
+pub mod serve;
 pub mod uploader;
 
 use crate::auth::Auth;
@@ -299,10 +300,7 @@ pub async fn metrics_server(
         let stopped = async move {
             let _ = stop.changed().await;
         };
-        if let Err(e) = poem::Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(app, stopped, None)
-            .await
-        {
+        if let Err(e) = serve::run(acceptor, app, stopped, None).await {
             tracing::error!(error = %e, "the metrics listener stopped");
         }
     }))
