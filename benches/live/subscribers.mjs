@@ -216,16 +216,26 @@ export class IdScanner {
   push(chunk) {
     this.prev = this.last;
     this.last = chunk;
-    const buf = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
-    const lastNl = buf.lastIndexOf(10);
-    if (lastNl < 0) { this.carry = Buffer.from(buf); return; }
-    if (buf[0] === 105 && buf[1] === 100 && buf[2] === 58) this.idAt(buf, 3);
-    let p = 0;
-    while ((p = buf.indexOf(ID_LINE, p)) >= 0 && p < lastNl) {
-      this.idAt(buf, p + 4);
+    // Where the lines of `chunk` still to read start: 0, or the newline that ends the line
+    // the carry began. Only that line is joined with its end; the chunk is never copied.
+    let from = 0;
+    if (this.carry) {
+      const nl = chunk.indexOf(10);
+      if (nl < 0) { this.carry = Buffer.concat([this.carry, chunk]); return; }
+      const line = Buffer.concat([this.carry, chunk.subarray(0, nl + 1)]);
+      this.carry = null;
+      if (line[0] === 105 && line[1] === 100 && line[2] === 58) this.idAt(line, 3);
+      from = nl;
+    }
+    const lastNl = chunk.lastIndexOf(10);
+    if (lastNl < 0) { this.carry = Buffer.from(chunk); return; }
+    if (from === 0 && chunk[0] === 105 && chunk[1] === 100 && chunk[2] === 58) this.idAt(chunk, 3);
+    let p = from;
+    while ((p = chunk.indexOf(ID_LINE, p)) >= 0 && p < lastNl) {
+      this.idAt(chunk, p + 4);
       p += 4;
     }
-    this.carry = lastNl + 1 < buf.length ? Buffer.from(buf.subarray(lastNl + 1)) : null;
+    this.carry = lastNl + 1 < chunk.length ? Buffer.from(chunk.subarray(lastNl + 1)) : null;
   }
   idAt(buf, j) {
     if (buf[j] === 32) j++;

@@ -29,6 +29,22 @@ impl Serialize for RowObject<'_> {
     }
 }
 
+/// The object of [`RowObject`] with only the columns given, in their order (as [`project`]
+/// makes it), written straight from the row.
+pub struct RowFields<'a>(pub &'a Entity, pub &'a Row, pub &'a [String]);
+
+impl Serialize for RowFields<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for c in self.2 {
+            if let Some((name, v)) = entries(self.0, self.1).find(|(name, _)| name == c) {
+                m.serialize_entry(name, &Cell(v))?;
+            }
+        }
+        m.end()
+    }
+}
+
 /// A stored value as [`Value::to_json`] gives it; a missing one is null.
 struct Cell<'a>(Option<&'a Value>);
 
@@ -137,9 +153,12 @@ mod tests {
             Value::Text(Some("2026-11-26 10:00:01".into())),
         ];
         let floats: Row = vec![Value::Int(Some(1)), Value::Float(Some(0.1))];
+        let cols: Vec<String> = ["note", "id", "pw", "nope", "b"].map(String::from).into();
         for row in [full, floats, vec![Value::Int(Some(2))], Vec::new()] {
             let written = serde_json::to_string(&RowObject(e, &row)).unwrap();
             assert_eq!(written, object(e, &row).to_string());
+            let some = serde_json::to_string(&RowFields(e, &row, &cols)).unwrap();
+            assert_eq!(some, project(object(e, &row), &cols).to_string());
         }
         let written = serde_json::to_string(&RowObject(e, &vec![Value::Int(Some(9))])).unwrap();
         assert!(!written.contains("pw"), "{written}");

@@ -5,17 +5,23 @@
 use super::body;
 use super::error::{ApiError, Result};
 use super::{AppState, MaybeAuthed, json_response};
-use crate::live::follow::{self, Sent, Start};
+use crate::live::follow::{self, Start};
+use crate::live::frames::HEARTBEAT;
 use crate::live::pages;
 use crate::live::watch::Watch;
 use crate::schema::Action;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
 use poem::http::StatusCode;
-use poem::web::sse::{Event, SSE};
 use poem::web::{Data, Path};
-use poem::{IntoResponse, Request, Response, handler};
+use poem::{Body, Request, Response, handler};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
+
+/// How long a stream stays silent before it sends a heartbeat comment.
+const HEARTBEAT_AFTER: Duration = Duration::from_secs(15);
 
 /// Query parameters of these routes that are not filters.
 const OWN_PARAMS: &[&str] = &["after", "last_event_id"];
@@ -74,20 +80,6 @@ fn start_of(req: &Request) -> Result<Start> {
     }
 }
 
-fn sse_event(s: Sent) -> Event {
-    match s {
-        Sent::Ready(n) => Event::message(json!({"seq": n}).to_string())
-            .event_type("ready")
-            .id(n.to_string()),
-        Sent::Reset(n) => Event::message(json!({"seq": n}).to_string())
-            .event_type("reset")
-            .id(n.to_string()),
-        Sent::Event(f) => Event::message(&*f.data)
-            .event_type(f.op)
-            .id(f.seq.to_string()),
-    }
-}
-
 /// `GET /<res>/events`.
 #[handler]
 pub async fn events(
@@ -104,21 +96,36 @@ pub async fn events(
     let rest = futures::stream::unfold(follow, |f| async move {
         let mut f = f?;
         match f.next().await {
-            Ok(sent) if !sent.is_empty() => Some((futures::stream::iter(sent), Some(f))),
-            Ok(_) => None,
+            Ok(Some(text)) => Some((text, Some(f))),
+            Ok(None) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "live changes: a stream failed");
                 None
             }
         }
     });
-    use futures::StreamExt;
-    let stream = futures::stream::iter([first])
-        .chain(rest.flatten())
-        .map(sse_event);
-    Ok(SSE::new(stream)
-        .keep_alive(Duration::from_secs(15))
-        .into_response())
+    Ok(event_stream(futures::stream::iter([first]).chain(rest)))
+}
+
+/// A `text/event-stream` response writing each text of `stream` as it comes, and a heartbeat
+/// comment after [`HEARTBEAT_AFTER`] without one.
+fn event_stream(stream: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    let mut stream = Box::pin(stream);
+    let start = tokio::time::Instant::now() + HEARTBEAT_AFTER;
+    let mut beat = tokio::time::interval_at(start, HEARTBEAT_AFTER);
+    let body = futures::stream::poll_fn(move |cx| {
+        if let Poll::Ready(next) = stream.poll_next_unpin(cx) {
+            beat.reset();
+            return Poll::Ready(next.map(Ok::<_, std::io::Error>));
+        }
+        beat.poll_tick(cx)
+            .map(|_| Some(Ok(Bytes::from_static(HEARTBEAT))))
+    });
+    Response::builder()
+        .content_type("text/event-stream")
+        .header("X-Accel-Buffering", "no")
+        .header("Cache-Control", "no-cache")
+        .body(Body::from_bytes_stream(body))
 }
 
 /// `GET /<res>/changes?after=&limit=`.

@@ -1,15 +1,17 @@
 //! One subscriber's stream: `ready` (or `reset`), then its events in order, each once. It reads
 //! the log itself until it reaches the hub ([`super::Live::join`]), then takes the hub's
-//! frames, skipping any it has already read. Let go by the hub (its channel filled), it reads
-//! the log again from where it stopped, unless it is more than the lag limit behind: then it
+//! frames, skipping any it has already read. Let go by the hub (pages it had not taken were
+//! pushed out of its group's queue), it reads the log again from where it stopped, unless it is more than the lag limit behind: then it
 //! gets `reset` and ends.
 
+use super::frames::{Frames, control};
 use super::watch::Watch;
-use super::{Frame, Live, PAGE, frames, read};
+use super::{Live, PAGE, frames, read};
 use crate::storage::PoolExec;
 use crate::storage::live::bounds;
+use bytes::Bytes;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::broadcast;
 
 /// Where a stream starts.
 #[derive(Debug, Clone, Copy)]
@@ -20,22 +22,13 @@ pub enum Start {
     After(i64),
 }
 
-/// What a stream sends: `ready`, `reset`, or an event.
-#[derive(Debug, Clone)]
-pub enum Sent {
-    Ready(i64),
-    Reset(i64),
-    Event(Frame),
-}
-
 enum Mode {
     /// Reading the log up to the hub.
     Reading,
-    /// Joined the hub: its id there and the channel; numbers up to `until` are still the
+    /// Joined the hub: its place in the group's queue; numbers up to `until` are still the
     /// stream's own to read.
     Joined {
-        id: u64,
-        rx: mpsc::Receiver<Frame>,
+        rx: broadcast::Receiver<Arc<Frames>>,
         until: i64,
     },
     Over,
@@ -54,24 +47,25 @@ pub struct Follow {
 
 impl Drop for Follow {
     fn drop(&mut self) {
-        if let Mode::Joined { id, .. } = self.mode {
-            self.live.leave(self.watch.key(), id);
+        if let Mode::Joined { rx, .. } = std::mem::replace(&mut self.mode, Mode::Over) {
+            drop(rx);
+            self.live.leave(self.watch.key());
         }
     }
 }
 
-/// Opens a stream of `watch` from `start`: the first thing it sends, and the stream that
-/// follows (`None` after a `reset`).
+/// Opens a stream of `watch` from `start`: the first thing it sends (`ready`, or `reset`),
+/// and the stream that follows (`None` after a `reset`).
 pub async fn open(
     live: &Live,
     watch: Arc<Watch>,
     start: Start,
-) -> crate::storage::Result<(Sent, Option<Follow>)> {
+) -> crate::storage::Result<(Bytes, Option<Follow>)> {
     let (newest, kept_from) = bounds(&mut PoolExec(live.engine().storage.as_ref())).await?;
     let from = match start {
         Start::Now => newest,
         Start::After(n) if n <= newest && n + 1 >= kept_from => n,
-        Start::After(_) => return Ok((Sent::Reset(newest), None)),
+        Start::After(_) => return Ok((control("reset", newest), None)),
     };
     let follow = Follow {
         live: live.clone(),
@@ -80,16 +74,16 @@ pub async fn open(
         mode: Mode::Reading,
         caught_up: false,
     };
-    Ok((Sent::Ready(from), Some(follow)))
+    Ok((control("ready", from), Some(follow)))
 }
 
 impl Follow {
-    /// The next things to send, waiting for them; empty when the stream is over.
-    pub async fn next(&mut self) -> crate::storage::Result<Vec<Sent>> {
+    /// The next text to send, waiting for it; `None` when the stream is over.
+    pub async fn next(&mut self) -> crate::storage::Result<Option<Bytes>> {
         loop {
             let mode = std::mem::replace(&mut self.mode, Mode::Over);
             match mode {
-                Mode::Over => return Ok(Vec::new()),
+                Mode::Over => return Ok(None),
                 Mode::Reading => {
                     let hub = self.live.0.state.lock().expect("hub state").last;
                     if self.done < hub {
@@ -97,40 +91,36 @@ impl Follow {
                         // Boxed, as below: an idle stream then holds only its wait for the
                         // channel, not the state of a read of the log.
                         let out = Box::pin(self.read_to(hub)).await?;
-                        if !out.is_empty() {
+                        if out.is_some() {
                             return Ok(out);
                         }
                         continue;
                     }
-                    let (id, rx, until) = self.live.join(&self.watch);
+                    let (rx, until) = self.live.join(&self.watch);
                     self.caught_up = true;
-                    self.mode = Mode::Joined { id, rx, until };
+                    self.mode = Mode::Joined { rx, until };
                 }
-                Mode::Joined { id, rx, until } if self.done < until => {
-                    self.mode = Mode::Joined { id, rx, until };
+                Mode::Joined { rx, until } if self.done < until => {
+                    self.mode = Mode::Joined { rx, until };
                     let out = Box::pin(self.read_to(until)).await?;
-                    if !out.is_empty() {
+                    if out.is_some() {
                         return Ok(out);
                     }
                 }
-                Mode::Joined { id, mut rx, until } => match rx.recv().await {
-                    Some(first) => {
-                        let mut out = Vec::new();
-                        self.take(first, &mut out);
-                        while out.len() < PAGE as usize {
-                            match rx.try_recv() {
-                                Ok(f) => self.take(f, &mut out),
-                                Err(_) => break,
-                            }
-                        }
-                        self.mode = Mode::Joined { id, rx, until };
-                        if !out.is_empty() {
+                Mode::Joined { mut rx, until } => match rx.recv().await {
+                    Ok(page) => {
+                        // A page a write: its text is shared, never copied.
+                        let out = self.take(&page);
+                        self.mode = Mode::Joined { rx, until };
+                        if out.is_some() {
                             return Ok(out);
                         }
                     }
-                    None => {
-                        let out = Box::pin(self.let_go(id)).await?;
-                        if !out.is_empty() {
+                    // Pages this stream had not taken were pushed out of the queue.
+                    Err(_) => {
+                        drop(rx);
+                        let out = Box::pin(self.let_go()).await?;
+                        if out.is_some() {
                             return Ok(out);
                         }
                     }
@@ -139,28 +129,28 @@ impl Follow {
         }
     }
 
-    fn take(&mut self, f: Frame, out: &mut Vec<Sent>) {
-        if f.seq > self.done {
-            self.done = f.seq;
-            out.push(Sent::Event(f));
-        }
+    /// The text of the frames of `f` numbered above the stream's place, which moves past them.
+    fn take(&mut self, f: &Frames) -> Option<Bytes> {
+        let text = f.after(self.done)?;
+        self.done = f.last().unwrap_or(self.done).max(self.done);
+        Some(text)
     }
 
     /// The hub let this stream go: it reads the log again (nothing to send yet), or, too far
     /// behind, is reset.
-    async fn let_go(&mut self, id: u64) -> crate::storage::Result<Vec<Sent>> {
-        self.live.leave(self.watch.key(), id);
+    async fn let_go(&mut self) -> crate::storage::Result<Option<Bytes>> {
+        self.live.leave(self.watch.key());
         let (newest, _) = bounds(&mut PoolExec(self.live.engine().storage.as_ref())).await?;
         if self.caught_up && newest - self.done > self.live.lag_max() {
             self.mode = Mode::Over;
-            return Ok(vec![Sent::Reset(newest)]);
+            return Ok(Some(control("reset", newest)));
         }
         self.mode = Mode::Reading;
-        Ok(Vec::new())
+        Ok(None)
     }
 
     /// Reads a page of the log after the stream's place, up to `until` at most.
-    async fn read_to(&mut self, until: i64) -> crate::storage::Result<Vec<Sent>> {
+    async fn read_to(&mut self, until: i64) -> crate::storage::Result<Option<Bytes>> {
         let storage = self.live.engine().storage.clone();
         let catalog = self.live.engine().catalog.load();
         let wanted = [self.watch.entity.name.clone()];
@@ -174,7 +164,8 @@ impl Follow {
         let changes: Vec<read::Change> =
             page.changes.into_iter().filter(|c| c.seq <= upto).collect();
         let out = frames(storage.as_ref(), &self.watch, &changes).await?;
+        let text = out.after(self.done);
         self.done = upto.max(self.done);
-        Ok(out.into_iter().map(Sent::Event).collect())
+        Ok(text)
     }
 }

@@ -4,43 +4,40 @@
 //!
 //! One hub per server reads each newly numbered page of the log once, as the storage signals
 //! it, and decides each change once per group of subscriptions that see the same events
-//! ([`watch::Watch::key`]); each subscriber gets the events through a bounded channel. A
-//! subscriber whose channel fills is let go by the hub and reads the log itself from where it
-//! stopped ([`follow`]), so a slow client costs a page of memory, never an unbounded queue;
-//! one more than `--events-lag-max` changes behind gets `reset` and is closed. Resuming is the
-//! same catch-up from the number the client gives.
+//! ([`watch::Watch::key`]), written once as the text every stream of the group sends
+//! ([`frames`]). A group's streams take its pages from one bounded broadcast queue. A stream
+//! that falls more than the queue behind is let go and reads the log itself from where it
+//! stopped ([`follow`]), so a slow client costs no memory of its own, never an unbounded
+//! queue; one more than `--events-lag-max` changes behind gets `reset` and is closed. Resuming
+//! is the same catch-up from the number the client gives.
 
 pub mod follow;
+pub mod frames;
 pub mod pages;
 pub mod read;
 pub mod watch;
 
 use crate::engine::Engine;
+use frames::Frames;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::broadcast;
 use watch::Watch;
 
 /// Log rows one page reads.
 pub const PAGE: i64 = 1000;
-/// Events a subscriber's channel holds (frames share their text, so a full one is a few
-/// hundred kilobytes).
-const CHANNEL: usize = 4096;
-/// How long the hub waits, a page at most, for subscribers whose channel is full before it
-/// lets them go: streams a little slower than the changes are paced instead of reading the
-/// log each on its own.
+/// Pages of events a group's queue holds (a page is at most 2,000 events, whose text every
+/// stream of the group shares).
+const QUEUE: usize = 8;
+/// How long the hub waits, a page at most, for the slowest stream of a group whose queue is
+/// full before it lets that stream go: streams a little slower than the changes are paced
+/// instead of reading the log each on its own.
 const PACE: Duration = Duration::from_millis(200);
+/// How often the hub looks again at a full queue while it paces.
+const PACE_STEP: Duration = Duration::from_millis(1);
 /// How often changes older than `--changes-keep` are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
-
-/// One event on its way to subscribers of one key: its number, name and data.
-#[derive(Debug, Clone)]
-pub struct Frame {
-    pub seq: i64,
-    pub op: &'static str,
-    pub data: Arc<str>,
-}
 
 /// The server's live changes: its hub.
 #[derive(Clone)]
@@ -57,16 +54,15 @@ struct Hub {
 struct State {
     /// The newest number the hub has handed on.
     last: i64,
-    next_sub: u64,
     groups: HashMap<String, Group>,
 }
 
-/// A subscriber's id and channel.
-type Sub = (u64, mpsc::Sender<Frame>);
+/// The pages of one group's events, as its streams take them.
+type Queue = broadcast::Sender<Arc<Frames>>;
 
 struct Group {
     watch: Arc<Watch>,
-    subs: Vec<Sub>,
+    queue: Queue,
 }
 
 impl Live {
@@ -94,33 +90,32 @@ impl Live {
         self.0.lag_max
     }
 
-    /// Adds a subscriber of `watch`: its id, its channel, and the newest number the hub had
-    /// handed on (events after it come through the channel; earlier ones are the
-    /// subscriber's own to read).
-    fn join(&self, watch: &Arc<Watch>) -> (u64, mpsc::Receiver<Frame>, i64) {
-        let (tx, rx) = mpsc::channel(CHANNEL);
+    /// Adds a stream of `watch`: its place in the group's queue, and the newest number the
+    /// hub had handed on (events after it come through the queue; earlier ones are the
+    /// stream's own to read).
+    fn join(&self, watch: &Arc<Watch>) -> (broadcast::Receiver<Arc<Frames>>, i64) {
         let mut st = self.0.state.lock().expect("hub state");
-        st.next_sub += 1;
-        let id = st.next_sub;
-        st.groups
+        let rx = st
+            .groups
             .entry(watch.key().to_string())
             .or_insert_with(|| Group {
                 watch: watch.clone(),
-                subs: Vec::new(),
+                queue: broadcast::channel(QUEUE).0,
             })
-            .subs
-            .push((id, tx));
-        (id, rx, st.last)
+            .queue
+            .subscribe();
+        (rx, st.last)
     }
 
-    /// Removes subscriber `id` of `key` (gone, or let go).
-    fn leave(&self, key: &str, id: u64) {
+    /// Forgets the group of `key` once none of its streams is left (gone, or let go).
+    fn leave(&self, key: &str) {
         let mut st = self.0.state.lock().expect("hub state");
-        if let Some(g) = st.groups.get_mut(key) {
-            g.subs.retain(|(s, _)| *s != id);
-            if g.subs.is_empty() {
-                st.groups.remove(key);
-            }
+        if st
+            .groups
+            .get(key)
+            .is_some_and(|g| g.queue.receiver_count() == 0)
+        {
+            st.groups.remove(key);
         }
     }
 
@@ -163,7 +158,7 @@ impl Live {
         if page.upto <= after {
             return Ok(false);
         }
-        let groups: Vec<(Arc<Watch>, Vec<Sub>)> = {
+        let groups: Vec<(Arc<Watch>, Queue)> = {
             let mut st = self.0.state.lock().expect("hub state");
             if st.last != after
                 || st
@@ -176,44 +171,33 @@ impl Live {
                 return Ok(true);
             }
             st.last = page.upto;
+            st.groups.retain(|_, g| g.queue.receiver_count() > 0);
             st.groups
                 .values()
-                .map(|g| (g.watch.clone(), g.subs.clone()))
+                .map(|g| (g.watch.clone(), g.queue.clone()))
                 .collect()
         };
         let deadline = tokio::time::Instant::now() + PACE;
-        for (watch, subs) in groups {
+        for (watch, queue) in groups {
             let frames = frames(storage.as_ref(), &watch, &page.changes).await?;
-            for (id, tx) in subs {
-                if !deliver(&tx, &frames, deadline).await {
-                    self.leave(watch.key(), id);
-                }
+            if frames.is_empty() {
+                continue;
             }
+            pace(&queue, deadline).await;
+            // None left to take it: nothing lost, as a stream that comes reads the log.
+            let _ = queue.send(Arc::new(frames));
         }
         Ok(true)
     }
 }
 
-/// Sends `frames` to one subscriber, waiting until `deadline` at most while its channel is
-/// full; whether all went.
-async fn deliver(
-    tx: &mpsc::Sender<Frame>,
-    frames: &[Frame],
-    deadline: tokio::time::Instant,
-) -> bool {
-    for f in frames {
-        match tx.try_send(f.clone()) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(f)) => {
-                match tokio::time::timeout_at(deadline, tx.send(f)).await {
-                    Ok(Ok(())) => {}
-                    _ => return false,
-                }
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => return false,
-        }
+/// Waits until `deadline` at most while `queue` is full: its slowest stream has not taken
+/// the oldest page yet. Past that, the next page pushes the oldest out and that stream is let
+/// go.
+async fn pace(queue: &Queue, deadline: tokio::time::Instant) {
+    while queue.len() >= QUEUE && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(PACE_STEP).await;
     }
-    true
 }
 
 /// The frames `watch` gets of `changes`.
@@ -221,18 +205,19 @@ pub async fn frames(
     storage: &dyn crate::storage::Storage,
     watch: &Watch,
     changes: &[read::Change],
-) -> crate::storage::Result<Vec<Frame>> {
-    let mut out = Vec::new();
+) -> crate::storage::Result<Frames> {
+    let mut events = Vec::new();
     for c in changes {
         if let Some(ev) = watch.event(storage, c).await? {
-            out.push(Frame {
-                seq: ev.seq,
-                op: ev.op,
-                data: ev.data().into(),
-            });
+            events.push(ev);
         }
     }
-    Ok(out)
+    Ok(Frames::of(events.iter().map(|ev| frames::Item {
+        seq: ev.seq,
+        op: ev.op,
+        id: ev.id,
+        object: watch.object(&ev.row),
+    })))
 }
 
 /// The hub's reader: wakes when the storage signals new numbers (and every second), then

@@ -54,15 +54,16 @@ pub async fn after(
             break;
         }
         let mut upto = page.upto;
-        for f in frames(storage.as_ref(), watch, &page.changes).await? {
+        let page_frames = frames(storage.as_ref(), watch, &page.changes).await?;
+        for (seq, op, data) in page_frames.iter() {
             if items.len() as i64 >= limit {
                 upto = items.last().and_then(|i| i["seq"].as_i64()).unwrap_or(upto);
                 break;
             }
-            let data: Json = serde_json::from_str(&f.data).unwrap_or(Json::Null);
+            let data: Json = serde_json::from_str(data).unwrap_or(Json::Null);
             items.push(json!({
-                "seq": f.seq,
-                "op": f.op,
+                "seq": seq,
+                "op": op,
                 "id": data["id"],
                 "object": data["object"],
             }));

@@ -14,7 +14,6 @@ use crate::storage::changes::ChangeOp;
 use crate::storage::entity::{Cond, Filter};
 use crate::storage::rules::{Bindings, check_new};
 use crate::storage::{PoolExec, Result, Row, Storage, Value};
-use serde_json::{Value as Json, json};
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -25,14 +24,22 @@ pub struct Event {
     /// `create`, `update` or `delete`.
     pub op: &'static str,
     pub id: i64,
-    /// The object as GET returns it, `fields` applied.
-    pub object: Json,
+    /// The stored row its object is written from ([`Watch::object`]).
+    pub row: Arc<Row>,
 }
 
-impl Event {
-    /// The event's data: `{"op", "id", "object"}`.
-    pub fn data(&self) -> String {
-        json!({"op": self.op, "id": self.id, "object": self.object}).to_string()
+/// An event's object as GET returns it, `fields` applied, written straight from its row.
+pub enum Object<'a> {
+    Whole(render::RowObject<'a>),
+    Fields(render::RowFields<'a>),
+}
+
+impl serde::Serialize for Object<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Object::Whole(o) => o.serialize(s),
+            Object::Fields(o) => o.serialize(s),
+        }
     }
 }
 
@@ -99,17 +106,20 @@ impl Watch {
         let Some(row) = row else {
             return Ok(None);
         };
-        let object = render::object(&c.entity, row);
-        let object = match &self.columns {
-            Some(cols) => render::project(object, cols),
-            None => object,
-        };
         Ok(Some(Event {
             seq: c.seq,
             op,
             id: c.id,
-            object,
+            row: row.clone(),
         }))
+    }
+
+    /// The object of an event's row this subscription shows.
+    pub fn object<'a>(&'a self, row: &'a Row) -> Object<'a> {
+        match &self.columns {
+            Some(cols) => Object::Fields(render::RowFields(&self.entity, row, cols)),
+            None => Object::Whole(render::RowObject(&self.entity, row)),
+        }
     }
 
     /// Whether the stored row `row` passes the filters and the caller's `list` rule.
