@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-/// How long a stream stays silent before it sends a heartbeat comment.
-const HEARTBEAT_AFTER: Duration = Duration::from_secs(15);
+/// How often a stream sends a heartbeat comment.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
 
 /// Query parameters of these routes that are not filters.
 const OWN_PARAMS: &[&str] = &["after", "last_event_id"];
@@ -108,14 +108,14 @@ pub async fn events(
 }
 
 /// A `text/event-stream` response writing each text of `stream` as it comes, and a heartbeat
-/// comment after [`HEARTBEAT_AFTER`] without one.
+/// comment every [`HEARTBEAT_EVERY`].
 fn event_stream(stream: impl Stream<Item = Bytes> + Send + 'static) -> Response {
     let mut stream = Box::pin(stream);
-    let start = tokio::time::Instant::now() + HEARTBEAT_AFTER;
-    let mut beat = tokio::time::interval_at(start, HEARTBEAT_AFTER);
+    let start = tokio::time::Instant::now() + HEARTBEAT_EVERY;
+    let mut beat = tokio::time::interval_at(start, HEARTBEAT_EVERY);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let body = futures::stream::poll_fn(move |cx| {
         if let Poll::Ready(next) = stream.poll_next_unpin(cx) {
-            beat.reset();
             return Poll::Ready(next.map(Ok::<_, std::io::Error>));
         }
         beat.poll_tick(cx)
