@@ -251,6 +251,11 @@ impl App {
             }
         }
         tracing::info!(addr = %self.addr, worker = %jobs.worker_id, "listening");
+        let live = self.state.live.clone();
+        let shutdown = async move {
+            shutdown.await;
+            live.close();
+        };
         http::serve::run(self.acceptor, http::app(self.state), shutdown, Some(grace)).await?;
         // Running chunks commit; then the leases are handed back for the next start.
         let _ = stop_tx.send(true);

@@ -519,3 +519,20 @@ async fn two_servers_on_one_postgresql_database_see_each_others_changes() {
         assert_eq!(evs[1].id, Some(ra + 2));
     }
 }
+
+/// A server that shuts down ends its streams at once (their clients resume elsewhere, or after
+/// the restart), instead of holding its shutdown for the whole grace period.
+#[tokio::test]
+async fn streams_end_when_the_server_shuts_down() {
+    let app = spawn_with(|s| s.shutdown_grace = Duration::from_secs(30)).await;
+    let (mut s, ready) = subscribe(&app, "/campaigns/events").await;
+    assert_eq!(ready.event, "ready");
+    let t0 = std::time::Instant::now();
+    app.stop().await;
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(10), "shutdown took {took:?}");
+    assert!(
+        s.next_within(Duration::from_secs(5)).await.is_none(),
+        "the stream went on after the shutdown"
+    );
+}

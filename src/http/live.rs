@@ -104,17 +104,28 @@ pub async fn events(
             }
         }
     });
-    Ok(event_stream(futures::stream::iter([first]).chain(rest)))
+    let closed = state.live.closed();
+    Ok(event_stream(
+        futures::stream::iter([first]).chain(rest),
+        closed,
+    ))
 }
 
 /// A `text/event-stream` response writing each text of `stream` as it comes, and a heartbeat
-/// comment every [`HEARTBEAT_EVERY`].
-fn event_stream(stream: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+/// comment every [`HEARTBEAT_EVERY`], until `stream` ends or `closed` completes.
+fn event_stream(
+    stream: impl Stream<Item = Bytes> + Send + 'static,
+    closed: impl Future<Output = ()> + Send + 'static,
+) -> Response {
     let mut stream = Box::pin(stream);
+    let mut closed = Box::pin(closed);
     let start = tokio::time::Instant::now() + HEARTBEAT_EVERY;
     let mut beat = tokio::time::interval_at(start, HEARTBEAT_EVERY);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let body = futures::stream::poll_fn(move |cx| {
+        if closed.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
         if let Poll::Ready(next) = stream.poll_next_unpin(cx) {
             return Poll::Ready(next.map(Ok::<_, std::io::Error>));
         }

@@ -48,6 +48,8 @@ struct Hub {
     lag_max: i64,
     keep: Duration,
     state: Mutex<State>,
+    /// Cancelled when the server begins to shut down: every stream ends then.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 #[derive(Default)]
@@ -78,11 +80,23 @@ impl Live {
                 last: newest,
                 ..State::default()
             }),
+            closing: tokio_util::sync::CancellationToken::new(),
         })))
     }
 
     pub fn engine(&self) -> &Engine {
         &self.0.engine
+    }
+
+    /// Ends every stream (the server is shutting down): clients resume elsewhere, or here
+    /// after the restart, from their last event's number.
+    pub fn close(&self) {
+        self.0.closing.cancel();
+    }
+
+    /// Completes once the streams are to end.
+    pub fn closed(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
+        self.0.closing.clone().cancelled_owned()
     }
 
     /// Most changes a subscriber may fall behind once it has caught up.
