@@ -1,8 +1,8 @@
 //! One subscriber's stream: `ready` (or `reset`), then its events in order, each once. It reads
 //! the log itself until it reaches the hub ([`super::Live::join`]), then takes the hub's
 //! frames, skipping any it has already read. Let go by the hub (pages it had not taken were
-//! pushed out of its group's queue), it reads the log again from where it stopped, unless it is more than the lag limit behind: then it
-//! gets `reset` and ends.
+//! pushed out of its group's queue), it reads the log again from where it stopped, unless it
+//! is more than the lag limit behind: then it gets `reset` and ends.
 
 use super::frames::{Frames, control};
 use super::watch::Watch;
