@@ -144,12 +144,23 @@ fn segments(path: &str) -> impl Iterator<Item = &[u8]> {
     b[start..end].split(|&c| c == b'/')
 }
 
+/// `path` without [`PREFIX`], when it is under it.
+fn without_prefix(path: &str) -> Option<&str> {
+    path.strip_prefix(PREFIX)
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Whether `path` is under [`PREFIX`].
+pub fn prefixed(path: &str) -> bool {
+    without_prefix(path).is_some()
+}
+
 /// The route that answers `path`, static routes before the entities'. It runs for every
 /// request (the metrics' route label), so it allocates nothing.
 pub fn find(path: &str) -> Option<&'static Route> {
-    let (prefix, path) = match path.strip_prefix(PREFIX) {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => (PREFIX, rest),
-        _ => ("", path),
+    let (prefix, path) = match without_prefix(path) {
+        Some(rest) => (PREFIX, rest),
+        None => ("", path),
     };
     // One pass; only the routes whose first segment is the path's (or a parameter) are
     // compared whole.

@@ -15,6 +15,7 @@ pub mod error;
 mod failed;
 mod files;
 mod forms;
+mod front;
 mod live;
 pub mod origin;
 mod pages;
@@ -28,14 +29,11 @@ use crate::engine::{Caller, Engine};
 use crate::routes::{self, Owner};
 use crate::settings::Settings;
 use error::ApiError;
+pub use front::{App, app};
 use poem::http::StatusCode;
-use poem::middleware::CatchPanic;
-use poem::{
-    Endpoint, EndpointExt, FromRequest, IntoEndpoint, Request, RequestBody, Response, Route, get,
-};
+use poem::{FromRequest, Request, RequestBody, Response, Route, get};
 use serde_json::Value as Json;
 use std::sync::Arc;
-use tracing::Instrument;
 
 /// What every handler can reach.
 pub struct AppState {
@@ -192,32 +190,6 @@ fn router(prefix: &str, fixed: &Arc<poem::endpoint::BoxEndpoint<'static>>) -> Ro
     r
 }
 
-/// `//media/x` and `/bgrs//id` route like `/media/x` and `/bgrs/id` (clients joining a base URL
-/// and a server-relative path often double the slash).
-fn collapse_slashes(req: &mut Request) {
-    let path = req.uri().path();
-    if !path.contains("//") {
-        return;
-    }
-    let mut clean = String::with_capacity(path.len());
-    for c in path.chars() {
-        if !(c == '/' && clean.ends_with('/')) {
-            clean.push(c);
-        }
-    }
-    if let Some(q) = req.uri().query() {
-        clean.push('?');
-        clean.push_str(q);
-    }
-    let mut parts = req.uri().clone().into_parts();
-    if let Ok(pq) = clean.parse() {
-        parts.path_and_query = Some(pq);
-        if let Ok(uri) = poem::http::Uri::from_parts(parts) {
-            *req.uri_mut() = uri;
-        }
-    }
-}
-
 /// The request's URI with its prefix, as the client sent it (doubled slashes collapsed); a copy
 /// of a URI shares its text.
 #[derive(Clone)]
@@ -229,45 +201,6 @@ pub fn full_path(req: &Request) -> &str {
         .get::<FullPath>()
         .map_or_else(|| req.uri().path(), |p| p.0.path())
 }
-
-/// A stored file's key reaches its route as one segment ([`routes::one_segment_key`]).
-fn file_key_as_one_segment(req: &mut Request) {
-    let Some(mut path) = routes::one_segment_key(req.uri().path()) else {
-        return;
-    };
-    if let Some(q) = req.uri().query() {
-        path.push('?');
-        path.push_str(q);
-    }
-    let mut parts = req.uri().clone().into_parts();
-    if let Ok(pq) = path.parse() {
-        parts.path_and_query = Some(pq);
-        if let Ok(uri) = poem::http::Uri::from_parts(parts) {
-            *req.uri_mut() = uri;
-        }
-    }
-}
-
-fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    error::to_json_response(poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))
-}
-
-/// The id of a request: the client's `X-Request-Id` when it is 1 to 128 visible ASCII
-/// characters, else a new random one. It is answered in `X-Request-Id` and is a field of every
-/// log line written while the request runs.
-fn request_id(req: &Request) -> poem::http::HeaderValue {
-    if let Some(v) = req.headers().get(X_REQUEST_ID)
-        && (1..=128).contains(&v.len())
-        && v.as_bytes().iter().all(u8::is_ascii_graphic)
-    {
-        return v.clone();
-    }
-    let mut hex = [0u8; 32];
-    hex::encode_to_slice(rand::random::<[u8; 16]>(), &mut hex).expect("32 digits for 16 bytes");
-    poem::http::HeaderValue::from_bytes(&hex).expect("hex digits make a header value")
-}
-
-const X_REQUEST_ID: poem::http::HeaderName = poem::http::HeaderName::from_static("x-request-id");
 
 /// Serves `GET /metrics` without credentials on `addr` (`--metrics-bind`), until `stop`.
 pub async fn metrics_server(
@@ -304,59 +237,4 @@ pub async fn metrics_server(
             tracing::error!(error = %e, "the metrics listener stopped");
         }
     }))
-}
-
-/// The whole application endpoint.
-pub fn app(state: Arc<AppState>) -> impl Endpoint {
-    let fixed = Arc::new(api::service().into_endpoint());
-    let r = router("", &fixed).nest(routes::PREFIX, router(routes::PREFIX, &fixed));
-    let allowed = Arc::new(state.settings.allowed_origins.clone());
-    let conns = state.conns.clone();
-    r.data(state)
-        .with(CatchPanic::new().with_handler(panic_response))
-        .around(move |ep, mut req| {
-            let allowed = allowed.clone();
-            let busy = conns.busy(req.local_addr(), req.remote_addr());
-            let id = request_id(&req);
-            let span = tracing::info_span!("request", request_id = %id.to_str().unwrap_or(""));
-            let serving = id.clone();
-            let started = std::time::Instant::now();
-            let method = req.method().clone();
-            let work = async move {
-                let _busy = busy;
-                collapse_slashes(&mut req);
-                let route = routes::find(req.uri().path());
-                let full = FullPath(req.uri().clone());
-                req.extensions_mut().insert(full);
-                file_key_as_one_segment(&mut req);
-                let (mut resp, cors) = match origin::check(&req, &allowed) {
-                    // A preflight, or a cross-site write refused: answered here.
-                    origin::Verdict::Answer(r) => (r, None),
-                    origin::Verdict::Run(cors) => match ep.call(req).await {
-                        Ok(r) => (error::ensure_json(r).await, cors),
-                        Err(e) => (error::to_json_response(e), cors),
-                    },
-                };
-                if resp.status() == StatusCode::METHOD_NOT_ALLOWED
-                    && let Ok(v) = poem::http::HeaderValue::from_str(&routes::allow_of(route))
-                {
-                    resp.headers_mut().insert("allow", v);
-                }
-                if let Some(o) = cors {
-                    origin::decorate(&mut resp, o);
-                }
-                resp.headers_mut().insert(X_REQUEST_ID, id);
-                tracing::debug!(status = resp.status().as_u16(), "request answered");
-                crate::telemetry::http(
-                    &method,
-                    route.map_or("unknown", |r| r.path),
-                    resp.status().as_u16(),
-                    started.elapsed().as_secs_f64(),
-                );
-                Ok(resp)
-            }
-            .instrument(span);
-            crate::request_id::serving(serving, work)
-        })
-        .into_endpoint()
 }

@@ -13,10 +13,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use poem::endpoint::BoxEndpoint;
 use poem::listener::Acceptor;
 use poem::web::{LocalAddr, RemoteAddr};
-use poem::{Endpoint, EndpointExt, IntoEndpoint};
+use poem::{Endpoint, IntoEndpoint};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +40,8 @@ where
     E: IntoEndpoint,
     E::Endpoint: 'static,
 {
-    let ep: Arc<BoxEndpoint<'static>> = Arc::new(ep.into_endpoint().map_to_response().boxed());
+    // The endpoint keeps its own type: a boxed one would box every request's future again.
+    let ep = Arc::new(ep.into_endpoint());
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http2()
@@ -81,15 +81,25 @@ where
 type Reply = poem::http::Response<BoxBody<bytes::Bytes, std::io::Error>>;
 
 /// What every request of one connection is served with.
-#[derive(Clone)]
-struct Conn {
-    ep: Arc<BoxEndpoint<'static>>,
+struct Conn<E> {
+    ep: Arc<E>,
     local: LocalAddr,
     remote: RemoteAddr,
     scheme: poem::http::uri::Scheme,
 }
 
-impl Conn {
+impl<E> Clone for Conn<E> {
+    fn clone(&self) -> Self {
+        Conn {
+            ep: self.ep.clone(),
+            local: self.local.clone(),
+            remote: self.remote.clone(),
+            scheme: self.scheme.clone(),
+        }
+    }
+}
+
+impl<E: Endpoint> Conn<E> {
     async fn respond(self, req: poem::http::Request<Incoming>) -> Result<Reply, Infallible> {
         let req = poem::Request::from((req, self.local, self.remote, self.scheme));
         Ok(self.ep.get_response(req).await.into())
@@ -98,14 +108,15 @@ impl Conn {
 
 /// Serves one connection on its own task, watched by `graceful` and dropped when `cut` is
 /// cancelled.
-fn serve_one<I>(
+fn serve_one<I, E>(
     builder: &Arc<auto::Builder<TokioExecutor>>,
     graceful: &GracefulShutdown,
     cut: &CancellationToken,
     io: I,
-    conn: Conn,
+    conn: Conn<E>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    E: Endpoint + 'static,
 {
     let service = hyper::service::service_fn(move |req| conn.clone().respond(req));
     let serving = builder
