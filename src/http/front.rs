@@ -20,18 +20,13 @@ use tracing::Instrument;
 
 /// The whole application endpoint.
 pub fn app(state: Arc<AppState>) -> App {
-    let fixed = Arc::new(api_service());
+    let fixed: Arc<BoxEndpoint<'static>> = Arc::new(super::api::service().into_endpoint());
     let routed = router("", &fixed).nest(routes::PREFIX, router(routes::PREFIX, &fixed));
     App {
-        allowed: Arc::new(state.settings.allowed_origins.clone()),
         routed,
         fixed,
         state,
     }
-}
-
-fn api_service() -> BoxEndpoint<'static> {
-    super::api::service().into_endpoint()
 }
 
 /// The application: the layer of this module around the router and the fixed API.
@@ -39,7 +34,6 @@ pub struct App {
     routed: Route,
     fixed: Arc<BoxEndpoint<'static>>,
     state: Arc<AppState>,
-    allowed: Arc<Vec<String>>,
 }
 
 impl Endpoint for App {
@@ -60,7 +54,7 @@ impl Endpoint for App {
             req.extensions_mut().insert(full);
             req.extensions_mut().insert(self.state.clone());
             file_key_as_one_segment(&mut req);
-            let (mut resp, cors) = match origin::check(&req, &self.allowed) {
+            let (mut resp, cors) = match origin::check(&req, &self.state.settings.allowed_origins) {
                 // A preflight, or a cross-site write refused: answered here.
                 origin::Verdict::Answer(r) => (r, None),
                 origin::Verdict::Run(cors) => (self.handle(req, route).await, cors),
