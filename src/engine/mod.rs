@@ -5,6 +5,7 @@
 pub mod access;
 mod ahead;
 pub mod batch;
+pub mod bulk;
 pub mod changes;
 pub mod creates;
 pub mod cursor;
@@ -144,6 +145,8 @@ pub struct Engine {
     lists: Arc<tokio::sync::Semaphore>,
     /// How this server names itself in the history of entity changes.
     pub server: Arc<str>,
+    /// The bulk writes (uploads) running on this server.
+    pub bulk: bulk::Bulk,
 }
 
 impl Engine {
@@ -169,6 +172,7 @@ impl Engine {
             points: None,
             lists: Arc::new(tokio::sync::Semaphore::new(read::list_admission())),
             server: Arc::from("this server"),
+            bulk: bulk::Bulk::default(),
         };
         if e.storage.dialect() == crate::storage::Dialect::Sqlite {
             e.writer = Some(group::spawn(e.clone()));

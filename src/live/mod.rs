@@ -9,7 +9,8 @@
 //! that falls more than the queue behind is let go and reads the log itself from where it
 //! stopped ([`follow`]), so a slow client costs no memory of its own, never an unbounded
 //! queue; one more than `--events-lag-max` changes behind gets `reset` and is closed. Resuming
-//! is the same catch-up from the number the client gives.
+//! is the same catch-up from the number the client gives. While an upload runs on this server
+//! the hub gives way to it ([`BULK_GAP`]) and catches up once it ends.
 
 pub mod follow;
 pub mod frames;
@@ -36,6 +37,12 @@ const QUEUE: usize = 8;
 const PACE: Duration = Duration::from_millis(200);
 /// How often the hub looks again at a full queue while it paces.
 const PACE_STEP: Duration = Duration::from_millis(1);
+/// While a bulk write (an upload) runs on this server, the hub waits this long after each page
+/// it hands on: its subscribers then get about 20 pages a second (up to 40,000 changes) and
+/// catch up at full speed once the write ends, and the write keeps the CPU their streams would
+/// take. A 1M-row upload with 10 subscribers took 1.16x the upload alone with it, 2.13x
+/// without (the book's performance page).
+const BULK_GAP: Duration = Duration::from_millis(50);
 /// How often changes older than `--changes-keep` are dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -249,7 +256,7 @@ async fn fan_out(live: Live, mut stop: tokio::sync::watch::Receiver<bool>) {
         }
         loop {
             match live.hand_on().await {
-                Ok(true) => continue,
+                Ok(true) => give_way(&live).await,
                 Ok(false) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, "live changes: reading the log failed; trying again");
@@ -257,6 +264,13 @@ async fn fan_out(live: Live, mut stop: tokio::sync::watch::Receiver<bool>) {
                 }
             }
         }
+    }
+}
+
+/// Waits [`BULK_GAP`] while a bulk write runs on this server.
+async fn give_way(live: &Live) {
+    if live.0.engine.bulk.running() {
+        tokio::time::sleep(BULK_GAP).await;
     }
 }
 

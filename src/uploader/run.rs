@@ -76,6 +76,7 @@ pub async fn rows(
     stop: &watch::Receiver<bool>,
 ) -> Result<(), StorageError> {
     let started = std::time::Instant::now();
+    let _bulk = jobs.engine.bulk.start();
     let mut plan = plan_of(req)?;
     let catalog = jobs.engine.catalog.load();
     let entity = catalog
