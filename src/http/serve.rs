@@ -40,7 +40,8 @@ where
     E: IntoEndpoint,
     E::Endpoint: 'static,
 {
-    // The endpoint keeps its own type: a boxed one would box every request's future again.
+    // The endpoint keeps its own type: a boxed one would box every request's future again,
+    // inside the box `serve_one` puts it in.
     let ep = Arc::new(ep.into_endpoint());
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -118,7 +119,10 @@ fn serve_one<I, E>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     E: Endpoint + 'static,
 {
-    let service = hyper::service::service_fn(move |req| conn.clone().respond(req));
+    // Each request's future is boxed: hyper keeps a place for the future of the request in
+    // flight for as long as the connection lives, and the endpoint's whole future (several KB)
+    // there would cost every idle connection, a held event stream among them, that much.
+    let service = hyper::service::service_fn(move |req| Box::pin(conn.clone().respond(req)));
     let serving = builder
         .serve_connection(TokioIo::new(io), service)
         .into_owned();
