@@ -621,6 +621,12 @@ async fn bundle_dry_runs_keep_no_rows_markers_campaign_or_files() {
     assert_eq!(rec["dry_run"], "1");
     let dry_bg = rows(&app.result_text(&rid).await);
     assert_eq!(bundle_counts(&app).await, [0, 0, 0]);
+    // The request is recorded as ended in its last transaction; the worker removes the files
+    // the run stored right after it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !stored_files(&app).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(stored_files(&app), Vec::<std::path::PathBuf>::new());
 
     // All or nothing with a row naming no page: nothing kept either.
