@@ -9,7 +9,7 @@
 use super::gather::{Job, Queue};
 use super::prepare::Prepared;
 use super::{Engine, exec, render};
-use crate::storage::{AutoCommit, Value, entity};
+use crate::storage::{AutoCommit, Value, inserts};
 
 /// Groups written at once; each takes a connection of its own.
 const WRITERS: usize = 4;
@@ -95,7 +95,7 @@ async fn insert_together(engine: &Engine, group: &[Job]) -> Together {
         .collect();
     let mut ex = AutoCommit(engine.storage.as_ref());
     let d = engine.storage.dialect();
-    match entity::insert_many(&mut ex, d, e, &columns, &args, true).await {
+    match inserts::insert_many(&mut ex, d, e, &columns, &args, true).await {
         Ok(rows) if rows.len() == group.len() => {
             Together::Created(rows.iter().map(|r| render::object(e, r)).collect())
         }

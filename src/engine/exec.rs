@@ -9,6 +9,7 @@ use crate::schema::Action;
 use crate::schema::rules::Rule;
 use crate::schema::{Entity, FieldType};
 use crate::storage::entity::{self, Target};
+use crate::storage::inserts;
 use crate::storage::rules::{self, Bindings, Test};
 use crate::storage::{Exec, PoolExec, Row, StorageError, Value};
 
@@ -196,7 +197,7 @@ pub(super) async fn run(
         }
     }
     match p.op {
-        Op::Create => entity::insert(ex, d, e, p.values.clone())
+        Op::Create => inserts::insert(ex, d, e, p.values.clone())
             .await
             .map(Done::Row),
         Op::Update => Ok(found(
@@ -218,7 +219,8 @@ pub(super) async fn run(
                 {
                     return Ok(Done::Refused(super::access::refused(e, Action::Create)));
                 }
-                if let Some(row) = entity::insert_unless_key_taken(ex, d, e, values, &e.key).await?
+                if let Some(row) =
+                    inserts::insert_unless_key_taken(ex, d, e, values, &e.key).await?
                 {
                     return Ok(Done::Row(row));
                 }
@@ -392,7 +394,7 @@ pub async fn insert_group(
     let d = engine.storage.dialect();
     let (e, columns, args) = group_rows(group);
     savepoint(ex, isolate).await?;
-    let result = entity::insert_many(ex, d, e, &columns, &args, full).await;
+    let result = inserts::insert_many(ex, d, e, &columns, &args, full).await;
     let inserted = settle(ex, isolate, result).await?;
     Ok(match inserted {
         Ok(rows) => Grouped::Inserted(rows),
@@ -414,7 +416,7 @@ pub enum Passed {
 }
 
 /// Inserts the creates of a group, passing over the rows that would break a unique index
-/// (see [`entity::insert_many_passing_conflicts`]).
+/// (see [`inserts::insert_many_passing_conflicts`]).
 pub async fn insert_group_passing_conflicts(
     engine: &Engine,
     ex: &mut dyn Exec,
@@ -423,11 +425,11 @@ pub async fn insert_group_passing_conflicts(
 ) -> Result<Passed, StorageError> {
     let d = engine.storage.dialect();
     let (e, columns, args) = group_rows(group);
-    let Some(at) = entity::told_apart(e, &columns, &args) else {
+    let Some(at) = inserts::told_apart(e, &columns, &args) else {
         return Ok(Passed::Unmatched);
     };
     savepoint(ex, isolate).await?;
-    let result = entity::insert_many_passing_conflicts(ex, d, e, &columns, &args, &at).await;
+    let result = inserts::insert_many_passing_conflicts(ex, d, e, &columns, &args, &at).await;
     Ok(match settle(ex, isolate, result).await? {
         Ok(placed) => Passed::Placed(placed),
         Err(_) => Passed::Broken,

@@ -14,6 +14,7 @@ pub mod definitions;
 pub mod entity;
 pub mod evolve;
 pub mod idempotency;
+pub mod inserts;
 mod lanes;
 pub mod live;
 pub mod lock;

@@ -1,0 +1,387 @@
+//! Inserts of entity rows: one row, one row unless its natural key is taken, and many rows
+//! with one statement (arrays unnested on PostgreSQL, numbered multi-row inserts on SQLite),
+//! passing over conflicts when the rows can be told apart. Each counts the rows it adds and
+//! logs them for live changes.
+
+use super::entity::column_list;
+use super::sql::Dialect;
+use super::{Column, Exec, Result, Returned, Row, StorageError, Value};
+use crate::schema::{ColType, Entity};
+
+/// Inserts one row of `(column, value)` pairs and returns it whole.
+pub async fn insert(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    values: Vec<(String, Value)>,
+) -> Result<Row> {
+    let cols: Vec<String> = values.iter().map(|(c, _)| d.quote(c)).collect();
+    let phs: Vec<String> = (1..=values.len()).map(|i| d.ph(i)).collect();
+    let args: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES ({}) RETURNING {}",
+        d.quote(&e.name),
+        cols.join(", "),
+        phs.join(", "),
+        column_list(d, e)
+    );
+    let mut rows = ex.fetch(&sql, &args, &e.col_types()).await?;
+    let row = rows
+        .pop()
+        .ok_or_else(|| super::StorageError::Database("insert returned no row".into()))?;
+    ex.count_rows(d, &e.name, 1).await?;
+    super::live::log_created_rows(ex, d, e, std::slice::from_ref(&row)).await?;
+    Ok(row)
+}
+
+/// Inserts rows that all write the same columns (`columns`, then `args` row after row) with
+/// one statement, and returns the `returning` columns of each, ordered by id (insertion
+/// order). All or none: a broken constraint fails the whole statement.
+pub async fn insert_many(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    columns: &[&str],
+    args: &[&Value],
+    full: bool,
+) -> Result<Vec<Row>> {
+    let width = columns.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    let cols: Vec<String> = columns.iter().map(|c| d.quote(c)).collect();
+    let arrays = ex.binds_arrays() && rows > 0 && one_kind_per_column(args, width);
+    // Whole objects are what was bound and their ids: only the ids need to come back when
+    // the database stores every other column as it was given.
+    let echo = (full && arrays).then(|| echoed(e, columns, args)).flatten();
+    let (returning, types) = if full && echo.is_none() {
+        (column_list(d, e), e.col_types())
+    } else {
+        (d.quote("id"), vec![crate::schema::ColType::Int])
+    };
+    let whole_rows = full && echo.is_none();
+    let mut out = if arrays {
+        let (insert, params) = unnest_insert(d, e, &cols, args, width);
+        fetch_unnested(ex, d, e, &insert, &params, whole_rows, &returning, &types).await?
+    } else if ex.numbers_inserts() {
+        insert_numbered(ex, d, e, &cols, args, full, &returning, &types).await?
+    } else {
+        let sql = format!(
+            "{} RETURNING {returning}",
+            values_insert(d, e, &cols, width, rows)
+        );
+        let args: Vec<Value> = args.iter().map(|v| (*v).clone()).collect();
+        ex.fetch(&sql, &args, &types).await?
+    };
+    ex.count_rows(d, &e.name, out.len() as i64).await?;
+    // Ids grow in insertion order within one statement.
+    out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    super::live::log_created_rows(ex, d, e, &out).await?;
+    if let Some(at) = echo {
+        if out.len() != rows {
+            return Err(StorageError::Database(format!(
+                "inserted {rows} rows into {} but {} ids came back",
+                e.name,
+                out.len()
+            )));
+        }
+        for (row, given) in out.iter_mut().zip(args.chunks(width)) {
+            row.extend(at.iter().map(|&i| given[i].clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// Runs an `UNNEST` insert (see [`unnest_insert`]) with `params`, returning `returning` of
+/// each row (`whole_rows`: every column; otherwise the id).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of one insert of insert_many, named"
+)]
+async fn fetch_unnested(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    insert: &str,
+    params: &[Column<'_>],
+    whole_rows: bool,
+    returning: &str,
+    types: &[ColType],
+) -> Result<Vec<Row>> {
+    let gathered = types.iter().all(|t| *t != crate::schema::ColType::Decimal);
+    if !gathered {
+        let sql = format!("{insert} RETURNING {returning}");
+        return ex.fetch_columns(&sql, params, types, Returned::Rows).await;
+    }
+    // The rows in one row of arrays: decoding a row per created object cost more than
+    // sending the statement.
+    let columns_out: Vec<String> = if whole_rows {
+        e.columns().map(|c| d.quote(c)).collect()
+    } else {
+        vec![d.quote("id")]
+    };
+    let aggs: Vec<String> = columns_out
+        .iter()
+        .map(|c| format!("array_agg({c})"))
+        .collect();
+    let sql = format!(
+        "WITH ins AS ({insert} RETURNING {returning}) SELECT {} FROM ins",
+        aggs.join(", ")
+    );
+    ex.fetch_columns(&sql, params, types, Returned::Gathered)
+        .await
+}
+
+/// Inserts on a backend that knows the ids without a RETURNING clause, which on SQLite keeps
+/// every returned row in a temporary table first; whole rows (`full`) are read back by their
+/// ids.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of one insert of insert_many, named"
+)]
+async fn insert_numbered(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    cols: &[String],
+    args: &[&Value],
+    full: bool,
+    returning: &str,
+    types: &[ColType],
+) -> Result<Vec<Row>> {
+    let width = cols.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES {}",
+        d.quote(&e.name),
+        cols.join(", "),
+        d.value_groups(width, rows, 1),
+    );
+    let ids = ex.insert_numbered(&sql, args).await?;
+    let (true, Some(first), Some(last)) = (full, ids.first(), ids.last()) else {
+        return Ok(ids.into_iter().map(|id| vec![Value::int(id)]).collect());
+    };
+    let id = d.quote("id");
+    let sql = format!(
+        "SELECT {returning} FROM {} WHERE {id} BETWEEN {} AND {} ORDER BY {id}",
+        d.quote(&e.name),
+        d.ph(1),
+        d.ph(2),
+    );
+    let read = ex
+        .fetch(&sql, &[Value::int(*first), Value::int(*last)], types)
+        .await?;
+    if read.len() != ids.len() {
+        return Err(StorageError::Database(format!(
+            "inserted {} rows into {} but read back {}",
+            ids.len(),
+            e.name,
+            read.len()
+        )));
+    }
+    Ok(read)
+}
+
+/// `INSERT INTO e (columns) SELECT ... FROM UNNEST(...)` for the rows `args` (`width` values
+/// each, every column of one kind), with its parameters: one array parameter per column, so
+/// that the statement's size does not grow with the rows and the database plans it once. A
+/// column whose rows all have the same value (a default, the time of the chunk) is bound once
+/// instead, so the database reads it once; the first column stays an array, which gives the
+/// rows their number.
+fn unnest_insert<'a>(
+    d: Dialect,
+    e: &Entity,
+    cols: &[String],
+    args: &[&'a Value],
+    width: usize,
+) -> (String, Vec<Column<'a>>) {
+    let params: Vec<Column> = (0..width)
+        .map(|c| {
+            let mut column = args.iter().skip(c).step_by(width).copied();
+            let first = column.next().expect("rows > 0");
+            if c > 0 && column.clone().all(|v| v == first) {
+                Column::Same(first)
+            } else {
+                Column::Each(std::iter::once(first).chain(column).collect())
+            }
+        })
+        .collect();
+    // What each column is selected as; the arrays unnested, with their names.
+    let (mut unnested, mut names) = (Vec::new(), Vec::new());
+    let selected: Vec<String> = params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Column::Same(v) => format!("{}::{}", d.ph(i + 1), array_type(v)),
+            Column::Each(c) => {
+                unnested.push(format!("{}::{}[]", d.ph(i + 1), array_type(c[0])));
+                names.push(format!("c{i}"));
+                format!("u.c{i}")
+            }
+        })
+        .collect();
+    let insert = format!(
+        "INSERT INTO {} ({}) SELECT {} FROM UNNEST({}) AS u({})",
+        d.quote(&e.name),
+        cols.join(", "),
+        selected.join(", "),
+        unnested.join(", "),
+        names.join(", "),
+    );
+    (insert, params)
+}
+
+/// `INSERT INTO e (columns) VALUES (...), ...` for `rows` rows of `width` parameters each.
+fn values_insert(d: Dialect, e: &Entity, cols: &[String], width: usize, rows: usize) -> String {
+    format!(
+        "INSERT INTO {} ({}) VALUES {}",
+        d.quote(&e.name),
+        cols.join(", "),
+        d.value_groups(width, rows, 1),
+    )
+}
+
+/// Where each of the bound `columns` is among the columns of `e`, when the rows `args` could be
+/// told apart by their values once stored: every bound value is stored exactly as given (an
+/// integer, a boolean or a text in a column of that type), and each column holds values of one
+/// kind. `None` otherwise. What [`insert_many_passing_conflicts`] needs.
+pub fn told_apart(e: &Entity, columns: &[&str], args: &[&Value]) -> Option<Vec<usize>> {
+    let width = columns.len();
+    if width == 0 || args.len() < width || !one_kind_per_column(args, width) {
+        return None;
+    }
+    let all: Vec<&str> = e.columns().collect();
+    columns
+        .iter()
+        .zip(args)
+        .map(|(c, v)| {
+            let exact = matches!(
+                (e.col_type(c)?, v),
+                (ColType::Int, Value::Int(_))
+                    | (ColType::Bool, Value::Bool(_))
+                    | (ColType::Text, Value::Text(_))
+            );
+            exact.then(|| all.iter().position(|a| a == c)).flatten()
+        })
+        .collect()
+}
+
+/// Inserts rows as [`insert_many`] does, passing over every row that would break a unique
+/// index (`ON CONFLICT DO NOTHING`), whether another row of the table already holds its key or
+/// an earlier row of the same statement does. Returns, for each row inserted, where it is among
+/// the rows and the whole row, in insertion order: the rows are told apart by the values of
+/// the bound columns, which are the columns `at` of `e` (see [`told_apart`]). Other broken
+/// constraints (a reference, a required value) fail the statement.
+pub async fn insert_many_passing_conflicts(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    columns: &[&str],
+    args: &[&Value],
+    at: &[usize],
+) -> Result<Vec<(usize, Row)>> {
+    let width = columns.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    let arrays = ex.binds_arrays();
+    let cols: Vec<String> = columns.iter().map(|c| d.quote(c)).collect();
+    let passing = format!("ON CONFLICT DO NOTHING RETURNING {}", column_list(d, e));
+    let mut out = if arrays {
+        let (insert, params) = unnest_insert(d, e, &cols, args, width);
+        let sql = format!("{insert} {passing}");
+        ex.fetch_columns(&sql, &params, &e.col_types(), Returned::Rows)
+            .await?
+    } else {
+        let sql = format!("{} {passing}", values_insert(d, e, &cols, width, rows));
+        let args: Vec<Value> = args.iter().map(|v| (*v).clone()).collect();
+        ex.fetch(&sql, &args, &e.col_types()).await?
+    };
+    ex.count_rows(d, &e.name, out.len() as i64).await?;
+    // Ids grow in insertion order within one statement, and the rows inserted are some of
+    // those given, in their order: each is the next given row with its values.
+    out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    super::live::log_created_rows(ex, d, e, &out).await?;
+    let mut given = args.chunks(width).enumerate();
+    let mut placed = Vec::with_capacity(out.len());
+    for row in out {
+        let same = |values: &[&Value]| at.iter().zip(values).all(|(&k, v)| row.get(k) == Some(*v));
+        let Some((k, _)) = given.find(|(_, values)| same(values)) else {
+            return Err(StorageError::Database(format!(
+                "a row inserted into {} is none of those given",
+                e.name
+            )));
+        };
+        placed.push((k, row));
+    }
+    Ok(placed)
+}
+
+/// Where each column of `e` after `id` is among the bound `columns`, when every one is bound
+/// with a value that the database stores exactly as given (an integer, a boolean or a text in
+/// a column of that type): the inserted rows are then their ids and those values. `None`
+/// when some column is left to a default, or holds a number the database may round.
+fn echoed(e: &Entity, columns: &[&str], args: &[&Value]) -> Option<Vec<usize>> {
+    use crate::schema::ColType;
+    let first = &args[..columns.len()];
+    e.columns()
+        .skip(1)
+        .map(|c| {
+            let i = columns.iter().position(|b| *b == c)?;
+            let exact = matches!(
+                (e.col_type(c)?, first[i]),
+                (ColType::Int, Value::Int(_))
+                    | (ColType::Bool, Value::Bool(_))
+                    | (ColType::Text, Value::Text(_))
+            );
+            exact.then_some(i)
+        })
+        .collect()
+}
+
+/// Whether every row of `args` (`width` values each) has, column by column, values of the
+/// same kind as the first row's.
+fn one_kind_per_column(args: &[&Value], width: usize) -> bool {
+    let first = &args[..width.min(args.len())];
+    args.chunks(width).all(|row| {
+        row.iter()
+            .zip(first)
+            .all(|(a, b)| std::mem::discriminant(*a) == std::mem::discriminant(*b))
+    })
+}
+
+/// PostgreSQL's name of the element type of an array of values like `v`.
+fn array_type(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) => "bigint",
+        Value::Float(_) => "float8",
+        Value::Decimal(_) => "numeric",
+        Value::Bool(_) => "boolean",
+        Value::Text(_) => "text",
+    }
+}
+
+/// Inserts one row unless another already holds its natural key (`key`, the key's columns):
+/// the new row, or `None` when the key is taken. Other unique values still fail.
+pub async fn insert_unless_key_taken(
+    ex: &mut dyn Exec,
+    d: Dialect,
+    e: &Entity,
+    values: Vec<(String, Value)>,
+    key: &[String],
+) -> Result<Option<Row>> {
+    let cols: Vec<String> = values.iter().map(|(c, _)| d.quote(c)).collect();
+    let phs: Vec<String> = (1..=values.len()).map(|i| d.ph(i)).collect();
+    let args: Vec<Value> = values.into_iter().map(|(_, v)| v).collect();
+    let key: Vec<String> = key.iter().map(|c| d.quote(c)).collect();
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING RETURNING {}",
+        d.quote(&e.name),
+        cols.join(", "),
+        phs.join(", "),
+        key.join(", "),
+        column_list(d, e)
+    );
+    let row = ex.fetch(&sql, &args, &e.col_types()).await?.pop();
+    if let Some(r) = &row {
+        ex.count_rows(d, &e.name, 1).await?;
+        super::live::log_created_rows(ex, d, e, std::slice::from_ref(r)).await?;
+    }
+    Ok(row)
+}
