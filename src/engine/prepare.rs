@@ -265,7 +265,10 @@ fn check_params(
     call: &Call,
     params: &mut Map<String, Json>,
 ) -> Result<(), CallError> {
-    if let Some(id) = params.remove("id") {
+    // A look along the few keys, before a lookup that hashes.
+    if params.keys().any(|k| k == "id")
+        && let Some(id) = params.remove("id")
+    {
         let same = call.op == Op::Update
             && (id.as_i64() == call.id || id.as_str().and_then(|s| s.parse().ok()) == call.id);
         if !same {
@@ -275,26 +278,29 @@ fn check_params(
             ));
         }
     }
-    let unknown: Vec<String> = params
-        .keys()
-        .filter(|k| e.field(k).is_none())
-        .cloned()
-        .collect();
-    if !unknown.is_empty() {
-        return Err(CallError::unknown_fields(e, unknown));
-    }
-    for k in params.keys().filter(|_| call.op != Op::Delete) {
-        let f = e.field(k).expect("checked above");
-        if let Some(role) = &f.write_role
+    // One pass: unknown fields are named before a field the role may not set.
+    let mut unknown = Vec::new();
+    let mut forbidden = None;
+    for k in params.keys() {
+        let Some(f) = e.field(k) else {
+            unknown.push(k.clone());
+            continue;
+        };
+        if forbidden.is_none()
+            && call.op != Op::Delete
+            && let Some(role) = &f.write_role
             && !role.admits(&caller.role)
         {
-            return Err(CallError::Forbidden(format!(
+            forbidden = Some(CallError::Forbidden(format!(
                 "only the role `{}` (or an admin) may set `{k}`",
                 role.as_str()
             )));
         }
     }
-    Ok(())
+    if !unknown.is_empty() {
+        return Err(CallError::unknown_fields(e, unknown));
+    }
+    forbidden.map_or(Ok(()), Err)
 }
 
 /// Checks `params` against the entity's schema (a save as an update; what a create needs

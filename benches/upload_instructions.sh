@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Instructions a SQLite upload costs the server, counted by valgrind's callgrind: the same
+# count for the same binary and file whatever else the machine is doing, so a change can be
+# judged on a busy machine where the times of `benches/uploader.sh` move by 15% from run to run.
+#
+# Each binary serves on a fresh data directory under callgrind, with instrumentation off. A 10-row
+# upload warms it (the credential cache, the statements); instrumentation is switched on for the
+# upload of ROWS create rows (the same file as `benches/uploader.sh` makes) and off after it.
+# Prints the instructions per row of each binary and, with COMPARE_BIN, their ratio.
+#
+#   benches/upload_instructions.sh                          # builds, 50,000 rows
+#   ROWS=20000 BIN=/path/entiserve COMPARE_BIN=/path/older/entiserve benches/upload_instructions.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROWS="${ROWS:-50000}"
+PORT="${PORT:-18193}"
+command -v valgrind >/dev/null || { echo "install valgrind (apt-get install valgrind)" >&2; exit 1; }
+BIN="${BIN:-}"
+if [ -z "$BIN" ]; then
+  cargo build --release --quiet
+  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
+fi
+COMPARE_BIN="${COMPARE_BIN:-}"
+work=$(mktemp -d)
+pid=""
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+gen() { # rows file
+  awk -v n="$1" 'BEGIN {
+    print "op,name,type,description,is_active";
+    for (i = 1; i <= n; i++) printf "c,campaign %d,%s,row number %d of the benchmark,1\n", i, i % 7, i
+  }' > "$2"
+}
+gen 10 "$work/warm.csv"
+gen "$ROWS" "$work/rows.csv"
+
+upload() { # file
+  curl -sf -u admin:bench -F entity=campaigns -F "csvfile=@$1" \
+    "http://127.0.0.1:$PORT/tools/uploader.ex.php" -o "$work/result.csv"
+}
+
+count() { # binary -> instructions of the upload
+  local out="$work/callgrind.out"
+  rm -rf "$work/data" "$out"
+  ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn valgrind --tool=callgrind --instr-atstart=no \
+    --callgrind-out-file="$out" "$1" serve --bind "127.0.0.1:$PORT" --data-dir "$work/data" \
+    --entities entities 2>"$work/server.log" &
+  pid=$!
+  for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+  upload "$work/warm.csv"
+  callgrind_control -i on "$pid" >/dev/null
+  upload "$work/rows.csv"
+  callgrind_control -i off "$pid" >/dev/null
+  local ok
+  ok=$(grep -c '^OK,' "$work/result.csv" || true)
+  [ "$ok" = "$ROWS" ] || { echo "$1: $ok of $ROWS rows OK" >&2; exit 1; }
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  pid=""
+  callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
+
+a=$(count "$BIN")
+echo "$BIN: $a instructions for $ROWS rows, $((a / ROWS)) a row"
+if [ -n "$COMPARE_BIN" ]; then
+  b=$(count "$COMPARE_BIN")
+  echo "$COMPARE_BIN: $b instructions for $ROWS rows, $((b / ROWS)) a row"
+  awk -v a="$a" -v b="$b" 'BEGIN { printf "ratio (BIN / COMPARE_BIN): %.3f\n", a / b }'
+fi
