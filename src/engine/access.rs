@@ -226,18 +226,21 @@ pub fn guard(e: &Entity, caller: &Caller, op: Op) -> Result<Option<Guard>, CallE
     if matches!(view, Gate::Closed) {
         return Err(refused(e, Action::View));
     }
-    let g = Guard {
-        caller: values_of(caller),
-        view: Need::of(view),
-        op: Need::of(own),
-        create: if op == Op::Save {
-            Need::of(create)
-        } else {
-            Need::Pass
-        },
+    let (view, own) = (Need::of(view), Need::of(own));
+    let create = if op == Op::Save {
+        Need::of(create)
+    } else {
+        Need::Pass
     };
-    let trivial = [g.view, g.op, g.create].iter().all(|n| *n == Need::Pass);
-    Ok((!trivial).then_some(g))
+    if [view, own, create].iter().all(|n| *n == Need::Pass) {
+        return Ok(None);
+    }
+    Ok(Some(Guard {
+        caller: values_of(caller),
+        view,
+        op: own,
+        create,
+    }))
 }
 
 /// The rule an operation answers to.

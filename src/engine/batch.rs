@@ -407,9 +407,25 @@ impl Engine {
         let mut calls = calls;
         let ran = super::scripted::before_creates(self, caller, &mut calls);
         let mut prepared = Vec::with_capacity(calls.len());
+        // The calls of a chunk mostly name one entity: it is looked up once for a run of them.
+        let mut named: Option<Arc<Entity>> = None;
         for (call, ran) in calls.into_iter().zip(ran) {
-            prepared.push(match call {
-                Ok(c) => prepare::prepare_with(self, &catalog, caller, c, &now, !ran).await,
+            let c = match call {
+                Ok(c) => c,
+                Err(e) => {
+                    prepared.push(Err(e));
+                    continue;
+                }
+            };
+            let entity = match &named {
+                Some(e) if e.name == c.entity => Ok(e.clone()),
+                _ => catalog.entity(&c.entity),
+            };
+            prepared.push(match entity {
+                Ok(e) => {
+                    named = Some(e.clone());
+                    prepare::prepare_entity(self, e, caller, c, &now, !ran).await
+                }
                 Err(e) => Err(e),
             });
         }

@@ -155,6 +155,19 @@ pub async fn prepare_with(
     before: bool,
 ) -> Result<Prepared, CallError> {
     let entity = catalog.entity(&call.entity)?;
+    prepare_entity(engine, entity, caller, call, now, before).await
+}
+
+/// [`prepare_with`] of a call whose entity is already looked up: `entity` is the one
+/// `call.entity` names in the catalog.
+pub async fn prepare_entity(
+    engine: &Engine,
+    entity: Arc<Entity>,
+    caller: &Caller,
+    call: Call,
+    now: &str,
+    before: bool,
+) -> Result<Prepared, CallError> {
     let e = entity.as_ref();
     let mut call = call;
     if before {
