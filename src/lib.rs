@@ -177,9 +177,7 @@ impl App {
         jobs.sweep_scratch(std::time::Duration::ZERO).await?;
         engine::password::set_min_length(settings.min_password_length);
         script::pool::set_limits(settings.hook_limits);
-        let conns = Arc::new(http::conn::Connections::default());
-        let acceptor =
-            http::conn::TimedAcceptor::new(acceptor, settings.header_timeout, conns.clone());
+        let acceptor = http::conn::TimedAcceptor::new(acceptor, settings.header_timeout);
         let live = live::Live::new(
             engine.clone(),
             settings.events_lag_max,
@@ -195,7 +193,6 @@ impl App {
             jobs,
             plugins,
             files,
-            conns,
             fixed_document: openapi::fixed_part(http::api::spec()),
         });
         Ok(App {

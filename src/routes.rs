@@ -122,19 +122,6 @@ pub fn under(prefix: &str) -> impl Iterator<Item = &'static Route> {
         .filter(move |r| !(prefixed && r.unprefixed_only))
 }
 
-/// Whether `path` (without prefix) fits `pattern`.
-fn fits(pattern: &str, path: &str) -> bool {
-    let mut p = segments(pattern);
-    let mut s = segments(path);
-    loop {
-        match (p.next(), s.next()) {
-            (None, None) => return true,
-            (Some(p), Some(s)) if p.first() == Some(&b':') || p == s => {}
-            _ => return false,
-        }
-    }
-}
-
 /// The segments of a path between its leading and trailing slashes (`/` has one, empty),
 /// compared as bytes: a character search costs more than the comparison on paths this short.
 fn segments(path: &str) -> impl Iterator<Item = &[u8]> {
@@ -158,25 +145,66 @@ pub fn prefixed(path: &str) -> bool {
 /// The route that answers `path`, static routes before the entities'. It runs for every
 /// request (the metrics' route label), so it allocates nothing.
 pub fn find(path: &str) -> Option<&'static Route> {
-    let (prefix, path) = match without_prefix(path) {
-        Some(rest) => (PREFIX, rest),
-        None => ("", path),
+    let (prefixed, path) = match without_prefix(path) {
+        Some(rest) => (true, rest),
+        None => (false, path),
     };
-    // One pass; only the routes whose first segment is the path's (or a parameter) are
-    // compared whole.
-    let first = segments(path).next().unwrap_or_default();
+    // The path's segments, split once; a path longer than every route fits none.
+    let mut segs: [&[u8]; MAX_SEGMENTS] = [&[]; MAX_SEGMENTS];
+    let mut n = 0;
+    for seg in segments(path) {
+        if n == MAX_SEGMENTS {
+            return None;
+        }
+        segs[n] = seg;
+        n += 1;
+    }
+    let segs = &segs[..n];
     let mut entity = None;
-    for r in under(prefix) {
-        let head = segments(r.path).next().unwrap_or_default();
-        if !(head == first || head.first() == Some(&b':')) || !fits(r.path, path) {
+    for r in split_routes() {
+        if (prefixed && r.route.unprefixed_only) || !r.fits(segs) {
             continue;
         }
-        if r.owner != Owner::Entity {
-            return Some(r);
+        if r.route.owner != Owner::Entity {
+            return Some(r.route);
         }
-        entity = entity.or(Some(r));
+        entity = entity.or(Some(r.route));
     }
     entity
+}
+
+/// More segments than any route has.
+const MAX_SEGMENTS: usize = 8;
+
+/// A route with its pattern split into segments once.
+struct Split {
+    route: &'static Route,
+    segs: Vec<&'static [u8]>,
+}
+
+impl Split {
+    /// Whether a path of these segments fits the route.
+    fn fits(&self, path: &[&[u8]]) -> bool {
+        self.segs.len() == path.len()
+            && self
+                .segs
+                .iter()
+                .zip(path)
+                .all(|(p, s)| p.first() == Some(&b':') || p == s)
+    }
+}
+
+fn split_routes() -> &'static [Split] {
+    static SPLIT: std::sync::OnceLock<Vec<Split>> = std::sync::OnceLock::new();
+    SPLIT.get_or_init(|| {
+        ROUTES
+            .iter()
+            .map(|route| Split {
+                route,
+                segs: segments(route.path).collect(),
+            })
+            .collect()
+    })
 }
 
 /// The `Allow` header of a 405 at `path`.
@@ -201,6 +229,18 @@ pub fn reserved_names() -> impl Iterator<Item = &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_route_has_fewer_segments_than_a_path_may_have() {
+        assert!(
+            ROUTES
+                .iter()
+                .all(|r| segments(r.path).count() < MAX_SEGMENTS)
+        );
+        assert!(find("/a/b/c/d/e/f/g/h/i").is_none());
+        assert_eq!(find("/").map(|r| r.path), Some("/"));
+        assert_eq!(find("/v2.5/").map(|r| r.path), Some("/:entity"));
+    }
 
     #[test]
     fn static_routes_win_and_the_rest_are_entities() {

@@ -1,9 +1,9 @@
 //! Reads: one object by id, or a filtered page of a collection with its total count and, while
-//! more rows follow, the cursor that continues after its last row. Point reads run on the
-//! storage's point-read lane, pages and counts on its list lane. List pages are CPU work
-//! (query, decode, render) that cannot run faster than the cores allow, so at most one page per
-//! core is in progress; more wait their turn without using the CPU, which leaves it to point
-//! reads (an object by id, a sign-in), which are never queued.
+//! more rows follow, the cursor that continues after its last row. Point reads run as the
+//! storage runs them (on SQLite, on the calling thread), pages and counts on its list lane. List
+//! pages are CPU work (query, decode, render) that cannot run faster than the cores allow, so at
+//! most one page per core is in progress; more wait their turn without using the CPU, which
+//! leaves it to point reads (an object by id, a sign-in), which are never queued.
 
 use super::access::{self, ListRule, ViewCheck};
 use super::{CallError, Caller, Engine, internal, render};

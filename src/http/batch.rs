@@ -258,11 +258,11 @@ pub async fn run(
         jobs.remember_reply_on_pool(caller.id, k, 200, &body, "application/json")
             .await?;
         return Ok(Response::builder()
-            .content_type("application/json")
+            .header(poem::http::header::CONTENT_TYPE, super::JSON_TYPE)
             .body(body));
     }
     Ok(Response::builder()
-        .content_type("application/json")
+        .header(poem::http::header::CONTENT_TYPE, super::JSON_TYPE)
         .body(Pieces::body(pieces(parts))))
 }
 

@@ -4,19 +4,18 @@
 //! at a time, is closed then. While a request is being handled (its body read, its work done)
 //! the connection is never closed for waiting; a streamed response keeps it open as long as it
 //! writes.
+//!
+//! The server ([`super::serve`]) marks a connection busy for each request it carries, through
+//! the stream's [`Watched`] state; no request has to look its connection up.
 
 use poem::listener::Acceptor;
 use poem::web::{LocalAddr, RemoteAddr};
-use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
-type Key = (SocketAddr, SocketAddr);
 
 /// One connection's state, shared by its stream and the requests it carries.
 pub struct ConnState {
@@ -37,44 +36,38 @@ impl ConnState {
         let now = self.epoch.elapsed().as_millis() as u64;
         Duration::from_millis(now.saturating_sub(self.last.load(Ordering::Relaxed)))
     }
-}
 
-/// The open connections, so that a request can find its own.
-#[derive(Default)]
-pub struct Connections {
-    open: Mutex<HashMap<Key, Arc<ConnState>>>,
-}
-
-/// Marks a request as being handled on its connection until dropped.
-pub struct Busy(Option<Arc<ConnState>>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        if let Some(s) = &self.0 {
-            s.touch();
-            s.busy.fetch_sub(1, Ordering::AcqRel);
-        }
+    /// Marks a request as being handled on this connection until the mark is dropped.
+    pub fn busy(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        Busy(self.clone())
     }
 }
 
-impl Connections {
-    /// Marks the request from `remote` to `local` as being handled.
-    pub fn busy(&self, local: &LocalAddr, remote: &RemoteAddr) -> Busy {
-        let key = match (local.as_socket_addr(), remote.as_socket_addr()) {
-            (Some(l), Some(r)) => (*l, *r),
-            _ => return Busy(None),
-        };
-        let state = self
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
-        if let Some(s) = &state {
-            s.busy.fetch_add(1, Ordering::AcqRel);
-            s.touch();
-        }
-        Busy(state)
+/// Marks a request as being handled on its connection until dropped.
+pub struct Busy(Arc<ConnState>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection's stream that may carry the state its timeout watches.
+pub trait Watched {
+    /// The state, when the stream's connection has a timeout.
+    fn watched(&self) -> Option<Arc<ConnState>> {
+        None
+    }
+}
+
+impl Watched for tokio::net::TcpStream {}
+
+impl<T> Watched for TimedIo<T> {
+    fn watched(&self) -> Option<Arc<ConnState>> {
+        Some(self.state.clone())
     }
 }
 
@@ -82,16 +75,11 @@ impl Connections {
 pub struct TimedAcceptor<A> {
     inner: A,
     timeout: Duration,
-    conns: Arc<Connections>,
 }
 
 impl<A> TimedAcceptor<A> {
-    pub fn new(inner: A, timeout: Duration, conns: Arc<Connections>) -> Self {
-        TimedAcceptor {
-            inner,
-            timeout,
-            conns,
-        }
+    pub fn new(inner: A, timeout: Duration) -> Self {
+        TimedAcceptor { inner, timeout }
     }
 }
 
@@ -111,25 +99,11 @@ impl<A: Acceptor> Acceptor for TimedAcceptor<A> {
             last: AtomicU64::new(0),
             epoch: Instant::now(),
         });
-        let key = match (local.as_socket_addr(), remote.as_socket_addr()) {
-            (Some(l), Some(r)) => {
-                let key = (*l, *r);
-                self.conns
-                    .open
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, state.clone());
-                Some(key)
-            }
-            _ => None,
-        };
         let io = TimedIo {
             inner: io,
             state,
             timeout: self.timeout,
             deadline: Box::pin(tokio::time::sleep(self.timeout)),
-            conns: self.conns.clone(),
-            key,
         };
         Ok((io, local, remote, scheme))
     }
@@ -141,20 +115,6 @@ pub struct TimedIo<T> {
     state: Arc<ConnState>,
     timeout: Duration,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    conns: Arc<Connections>,
-    key: Option<Key>,
-}
-
-impl<T> Drop for TimedIo<T> {
-    fn drop(&mut self) {
-        if let Some(k) = &self.key {
-            self.conns
-                .open
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(k);
-        }
-    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {

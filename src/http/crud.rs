@@ -151,7 +151,7 @@ pub async fn get_one(
         .map_err(|_| ApiError::from(CallError::Internal))?;
     Ok(Response::builder()
         .status(StatusCode::OK)
-        .content_type("application/json")
+        .header(poem::http::header::CONTENT_TYPE, super::JSON_TYPE)
         .body(body))
 }
 

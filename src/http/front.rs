@@ -1,5 +1,5 @@
 //! The layer every request passes before its handler and every response after it: the
-//! request id and its log span, the connection's busy count (for its timeouts), doubled
+//! request id and its log span, doubled
 //! slashes and file keys made routable, the origin check and CORS, the route's `Allow` on a
 //! 405, the JSON body of every error, a panic answered as a 500, and the request's metrics.
 //!
@@ -40,14 +40,12 @@ impl Endpoint for App {
     type Output = Response;
 
     async fn call(&self, mut req: Request) -> poem::Result<Response> {
-        let busy = self.state.conns.busy(req.local_addr(), req.remote_addr());
         let id = request_id(&req);
         let span = tracing::info_span!("request", request_id = %id.to_str().unwrap_or(""));
         let serving = id.clone();
         let started = std::time::Instant::now();
         let method = req.method().clone();
         let work = async move {
-            let _busy = busy;
             collapse_slashes(&mut req);
             let route = routes::find(req.uri().path());
             let full = FullPath(req.uri().clone());

@@ -48,8 +48,6 @@ pub struct AppState {
     /// Stored bundle files.
     /// Bundle files (`/media/files/...`).
     pub files: crate::files::Files,
-    /// The open connections (for their timeouts).
-    pub conns: Arc<conn::Connections>,
     /// The fixed routes' part of the document ([`api::spec`]), written once.
     pub fixed_document: Json,
 }
@@ -156,11 +154,15 @@ pub fn bearer_token(req: &Request) -> Result<Option<String>, ApiError> {
     })
 }
 
+/// The `Content-Type` of a JSON body, checked once rather than parsed on every response.
+pub const JSON_TYPE: poem::http::HeaderValue =
+    poem::http::HeaderValue::from_static("application/json");
+
 /// A JSON response.
 pub fn json_response(status: StatusCode, body: &Json) -> Response {
     Response::builder()
         .status(status)
-        .content_type("application/json")
+        .header(poem::http::header::CONTENT_TYPE, JSON_TYPE)
         .body(serde_json::to_vec(body).unwrap_or_default())
 }
 

@@ -7,7 +7,11 @@
 //! buffer before writing it, which is most of the cost of a large streamed response (live
 //! changes, an export). Here hyper gets the accepted stream itself, queues the chunks and
 //! writes them with one system call.
+//!
+//! A connection whose stream is [`Watched`] by the header timeout ([`super::conn`]) is marked
+//! busy while each of its requests is being handled.
 
+use super::conn::{ConnState, Watched};
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -37,6 +41,7 @@ pub async fn run<A, E>(
 ) -> std::io::Result<()>
 where
     A: Acceptor,
+    A::Io: Watched,
     E: IntoEndpoint,
     E::Endpoint: 'static,
 {
@@ -57,7 +62,8 @@ where
             _ = &mut shutdown => break,
             accepted = acceptor.accept() => match accepted {
                 Ok((io, local, remote, scheme)) => {
-                    let conn = Conn { ep: ep.clone(), local, remote, scheme };
+                    let watched = io.watched();
+                    let conn = Conn { ep: ep.clone(), local, remote, scheme, watched };
                     serve_one(&builder, &graceful, &cut, io, conn);
                 }
                 Err(e) => tracing::debug!(error = %e, "accepting a connection failed"),
@@ -87,6 +93,8 @@ struct Conn<E> {
     local: LocalAddr,
     remote: RemoteAddr,
     scheme: poem::http::uri::Scheme,
+    /// The state the header timeout watches, when it watches this connection.
+    watched: Option<Arc<ConnState>>,
 }
 
 impl<E> Clone for Conn<E> {
@@ -96,12 +104,14 @@ impl<E> Clone for Conn<E> {
             local: self.local.clone(),
             remote: self.remote.clone(),
             scheme: self.scheme.clone(),
+            watched: self.watched.clone(),
         }
     }
 }
 
 impl<E: Endpoint> Conn<E> {
     async fn respond(self, req: poem::http::Request<Incoming>) -> Result<Reply, Infallible> {
+        let _busy = self.watched.as_ref().map(ConnState::busy);
         let req = poem::Request::from((req, self.local, self.remote, self.scheme));
         Ok(self.ep.get_response(req).await.into())
     }

@@ -19,6 +19,7 @@ mod lanes;
 pub mod live;
 pub mod lock;
 mod migrate;
+mod near;
 mod pg_conns;
 mod pg_live;
 pub mod points;

@@ -1,10 +1,11 @@
-//! The embedded SQLite backend (rusqlite): a WAL database file, one writer connection, and two
-//! read lanes on their own threads (see [`super::lanes`]): a small one for point reads (by id,
-//! sign-ins, job records) and a larger one for list pages and counts, so that neither waits
-//! behind the other and no read runs on the async workers. Writes run inline on the calling task
-//! under the writer's lock.
+//! The embedded SQLite backend (rusqlite): a WAL database file, one writer connection, a read
+//! connection per thread that reads for point reads (by id, sign-ins, job records; see
+//! [`super::near`]), and a read lane on threads of its own for list pages and counts (see
+//! [`super::lanes`]), which may visit many rows and so never run on the async workers. Writes and
+//! point reads run inline on the calling task, writes under the writer's lock.
 
 use super::lanes::Lane;
+use super::near::Near;
 use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, entity, sql::Dialect};
 use crate::decimal;
 use crate::schema::ColType;
@@ -16,14 +17,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Threads (and connections) of the point-read lane.
-const POINT_READERS: usize = 2;
+/// Page cache of each thread's point-read connection.
+const POINT_CACHE_KIB: i64 = 2048;
 /// Threads (and connections) of the list lane, which runs at a lower priority.
 const LIST_READERS: usize = 2;
 const LIST_NICE: i32 = 10;
 
 pub struct SqliteStorage {
-    points: Lane,
+    points: Near,
     lists: Lane,
     /// Bumped after DDL so the lanes drop their cached statements.
     schema: Arc<AtomicU64>,
@@ -148,8 +149,12 @@ impl SqliteStorage {
                 .collect::<rusqlite::Result<Vec<_>>>()
         };
         let schema = Arc::new(AtomicU64::new(0));
+        let point_path = path.clone();
         Ok(SqliteStorage {
-            points: Lane::start("point", readers(POINT_READERS, 2048)?, schema.clone(), 0)?,
+            points: Near::new(
+                Box::new(move || open(&point_path, POINT_CACHE_KIB, None)),
+                schema.clone(),
+            ),
             lists: Lane::start(
                 "list",
                 readers(LIST_READERS, 8192)?,
@@ -459,7 +464,10 @@ impl Storage for SqliteStorage {
     }
 
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        Self::read_on(&self.points, sql, args, types).await
+        self.points
+            .run(|c| fetch_on(c, sql, args, types))
+            .map_err(db)?
+            .unwrap_or_else(|| Err(StorageError::Database("a read failed".into())))
     }
 
     async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
