@@ -73,3 +73,74 @@ impl Near {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn near(dir: &std::path::Path, schema: &Arc<AtomicU64>) -> Near {
+        let path = dir.join("t.db");
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER); INSERT INTO t VALUES (1);",
+        )
+        .unwrap();
+        Near::new(Box::new(move || Connection::open(&path)), schema.clone())
+    }
+
+    fn held() -> usize {
+        HELD.with(|h| h.borrow().len())
+    }
+
+    fn sum(c: &Connection) -> i64 {
+        c.prepare_cached("SELECT sum(v) FROM t")
+            .unwrap()
+            .query_row([], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_read_after_a_write_sees_it_and_a_thread_keeps_one_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near(dir.path(), &schema);
+        assert_eq!(n.run(sum).unwrap(), Some(1));
+        let writer = Connection::open(dir.path().join("t.db")).unwrap();
+        writer.execute("INSERT INTO t VALUES (41)", []).unwrap();
+        assert_eq!(n.run(sum).unwrap(), Some(42));
+        assert_eq!(held(), 1);
+        // Another thread opens a connection of its own.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(n.run(sum).unwrap(), Some(42));
+                assert_eq!(held(), 1);
+            });
+        });
+        assert_eq!(held(), 1);
+    }
+
+    #[test]
+    fn a_panic_is_none_and_a_closed_database_lets_its_connection_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let first = near(&subdir(dir.path(), "a"), &schema);
+        let second = near(&subdir(dir.path(), "b"), &schema);
+        assert_eq!(
+            first.run(|_| -> i64 { panic!("a read failed") }).unwrap(),
+            None
+        );
+        assert_eq!(first.run(sum).unwrap(), Some(1));
+        assert_eq!(second.run(sum).unwrap(), Some(1));
+        assert_eq!(held(), 2);
+        drop(first);
+        schema.fetch_add(1, Ordering::AcqRel);
+        assert_eq!(second.run(sum).unwrap(), Some(1));
+        assert_eq!(held(), 1);
+    }
+
+    fn subdir(root: &std::path::Path, name: &str) -> std::path::PathBuf {
+        let d = root.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}
