@@ -1,7 +1,8 @@
 //! Read lanes for SQLite: a few threads, each owning one read connection, that run queries handed
-//! to them and send the result back to the waiting task. Reads never run on the async workers,
-//! and each lane has its own threads, so a quick point read never queues behind long list
-//! queries (they run in another lane). WAL lets every lane read beside the writer.
+//! to them and send the result back to the waiting task. List pages and counts, which may visit
+//! many rows, run on one so that they never hold an async worker; point reads run on the calling
+//! thread instead ([`super::near`]) and never queue behind them. WAL lets every lane read beside
+//! the writer.
 
 use rusqlite::Connection;
 use std::collections::VecDeque;
