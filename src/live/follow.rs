@@ -1,17 +1,20 @@
 //! One subscriber's stream: `ready` (or `reset`), then its events in order, each once. It reads
 //! the log itself until it reaches the hub ([`super::Live::join`]), then takes the hub's
 //! frames, skipping any it has already read. Let go by the hub (pages it had not taken were
-//! pushed out of its group's queue), it reads the log again from where it stopped, unless it
-//! is more than the lag limit behind: then it gets `reset` and ends.
+//! pushed out of its group's queue), it reads the log again from where it stopped.
+//!
+//! Once it has caught up with the hub, a stream more than the lag limit behind gets `reset`
+//! and ends: when it takes a page after which more events than the limit were handed on to
+//! its group, when it is let go, and at each page it reads on its own after that.
 
 use super::frames::{Frames, control};
 use super::watch::Watch;
-use super::{Live, PAGE, frames, read};
+use super::{Live, PAGE, Place, frames, read};
 use crate::storage::PoolExec;
 use crate::storage::live::bounds;
 use bytes::Bytes;
 use std::sync::Arc;
-use tokio::sync::broadcast;
+use std::sync::atomic::Ordering;
 
 /// Where a stream starts.
 #[derive(Debug, Clone, Copy)]
@@ -25,12 +28,9 @@ pub enum Start {
 enum Mode {
     /// Reading the log up to the hub.
     Reading,
-    /// Joined the hub: its place in the group's queue; numbers up to `until` are still the
+    /// Joined the hub: its place in the group; numbers up to its `until` are still the
     /// stream's own to read.
-    Joined {
-        rx: broadcast::Receiver<Arc<Frames>>,
-        until: i64,
-    },
+    Joined(Place),
     Over,
 }
 
@@ -47,8 +47,8 @@ pub struct Follow {
 
 impl Drop for Follow {
     fn drop(&mut self) {
-        if let Mode::Joined { rx, .. } = std::mem::replace(&mut self.mode, Mode::Over) {
-            drop(rx);
+        if let Mode::Joined(place) = std::mem::replace(&mut self.mode, Mode::Over) {
+            drop(place);
             self.live.leave(self.watch.key());
         }
     }
@@ -85,7 +85,11 @@ impl Follow {
             match mode {
                 Mode::Over => return Ok(None),
                 Mode::Reading => {
-                    let hub = self.live.0.state.lock().expect("hub state").last;
+                    let hub = self.live.last();
+                    // Let go once, then slower than the changes: the lag limit holds here too.
+                    if self.caught_up && hub - self.done > self.live.lag_max() {
+                        return Ok(Some(self.reset(hub)));
+                    }
                     if self.done < hub {
                         self.mode = Mode::Reading;
                         // Boxed, as below: an idle stream then holds only its wait for the
@@ -96,29 +100,36 @@ impl Follow {
                         }
                         continue;
                     }
-                    let (rx, until) = self.live.join(&self.watch);
+                    self.mode = Mode::Joined(self.live.join(&self.watch));
                     self.caught_up = true;
-                    self.mode = Mode::Joined { rx, until };
                 }
-                Mode::Joined { rx, until } if self.done < until => {
-                    self.mode = Mode::Joined { rx, until };
+                Mode::Joined(place) if self.done < place.until => {
+                    let until = place.until;
+                    self.mode = Mode::Joined(place);
                     let out = Box::pin(self.read_to(until)).await?;
                     if out.is_some() {
                         return Ok(out);
                     }
                 }
-                Mode::Joined { mut rx, until } => match rx.recv().await {
+                Mode::Joined(mut place) => match place.rx.recv().await {
                     Ok(page) => {
+                        // More than the limit handed on after this page: too far behind.
+                        let after = place.handed.load(Ordering::Relaxed);
+                        if after.saturating_sub(page.handed) > self.live.lag_max().unsigned_abs() {
+                            drop(place);
+                            self.live.leave(self.watch.key());
+                            return Ok(Some(self.reset(self.live.last())));
+                        }
                         // A page a write: its text is shared, never copied.
-                        let out = self.take(&page);
-                        self.mode = Mode::Joined { rx, until };
+                        let out = self.take(&page.frames);
+                        self.mode = Mode::Joined(place);
                         if out.is_some() {
                             return Ok(out);
                         }
                     }
                     // Pages this stream had not taken were pushed out of the queue.
                     Err(_) => {
-                        drop(rx);
+                        drop(place);
                         let out = Box::pin(self.let_go()).await?;
                         if out.is_some() {
                             return Ok(out);
@@ -142,11 +153,16 @@ impl Follow {
         self.live.leave(self.watch.key());
         let (newest, _) = bounds(&mut PoolExec(self.live.engine().storage.as_ref())).await?;
         if self.caught_up && newest - self.done > self.live.lag_max() {
-            self.mode = Mode::Over;
-            return Ok(Some(control("reset", newest)));
+            return Ok(Some(self.reset(newest)));
         }
         self.mode = Mode::Reading;
         Ok(None)
+    }
+
+    /// Ends the stream, too far behind: its `reset` with the newest number.
+    fn reset(&mut self, newest: i64) -> Bytes {
+        self.mode = Mode::Over;
+        control("reset", newest)
     }
 
     /// Reads a page of the log after the stream's place, up to `until` at most.

@@ -73,6 +73,11 @@ impl Frames {
         self.marks.is_empty()
     }
 
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.marks.len()
+    }
+
     /// The number of the last event.
     pub fn last(&self) -> Option<i64> {
         self.marks.last().map(|m| m.seq)

@@ -21,6 +21,7 @@ pub mod watch;
 use crate::engine::Engine;
 use frames::Frames;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
@@ -66,11 +67,31 @@ struct State {
 }
 
 /// The pages of one group's events, as its streams take them.
-type Queue = broadcast::Sender<Arc<Frames>>;
+type Queue = broadcast::Sender<Arc<Page>>;
+
+/// One page of a group's events as its queue carries it.
+pub struct Page {
+    pub frames: Frames,
+    /// The events handed on to the group up to and with this page.
+    pub handed: u64,
+}
 
 struct Group {
     watch: Arc<Watch>,
     queue: Queue,
+    /// The events handed on to the group so far: a stream that takes a page is as many
+    /// behind as were handed on after it.
+    handed: Arc<AtomicU64>,
+}
+
+/// A stream's place in its group.
+pub struct Place {
+    pub rx: broadcast::Receiver<Arc<Page>>,
+    /// The newest number the hub had handed on when the stream joined: events after it come
+    /// through the queue, earlier ones are the stream's own to read.
+    pub until: i64,
+    /// The group's count of events handed on.
+    pub handed: Arc<AtomicU64>,
 }
 
 impl Live {
@@ -110,21 +131,28 @@ impl Live {
         self.0.lag_max
     }
 
-    /// Adds a stream of `watch`: its place in the group's queue, and the newest number the
-    /// hub had handed on (events after it come through the queue; earlier ones are the
-    /// stream's own to read).
-    fn join(&self, watch: &Arc<Watch>) -> (broadcast::Receiver<Arc<Frames>>, i64) {
+    /// Adds a stream of `watch` to its group.
+    fn join(&self, watch: &Arc<Watch>) -> Place {
         let mut st = self.0.state.lock().expect("hub state");
-        let rx = st
+        let until = st.last;
+        let group = st
             .groups
             .entry(watch.key().to_string())
             .or_insert_with(|| Group {
                 watch: watch.clone(),
                 queue: broadcast::channel(QUEUE).0,
-            })
-            .queue
-            .subscribe();
-        (rx, st.last)
+                handed: Arc::default(),
+            });
+        Place {
+            rx: group.queue.subscribe(),
+            until,
+            handed: group.handed.clone(),
+        }
+    }
+
+    /// The newest number the hub has handed on.
+    fn last(&self) -> i64 {
+        self.0.state.lock().expect("hub state").last
     }
 
     /// Forgets the group of `key` once none of its streams is left (gone, or let go).
@@ -178,7 +206,7 @@ impl Live {
         if page.upto <= after {
             return Ok(false);
         }
-        let groups: Vec<(Arc<Watch>, Queue)> = {
+        let groups: Vec<(Arc<Watch>, Queue, Arc<AtomicU64>)> = {
             let mut st = self.0.state.lock().expect("hub state");
             if st.last != after
                 || st
@@ -194,18 +222,20 @@ impl Live {
             st.groups.retain(|_, g| g.queue.receiver_count() > 0);
             st.groups
                 .values()
-                .map(|g| (g.watch.clone(), g.queue.clone()))
+                .map(|g| (g.watch.clone(), g.queue.clone(), g.handed.clone()))
                 .collect()
         };
         let deadline = tokio::time::Instant::now() + PACE;
-        for (watch, queue) in groups {
+        for (watch, queue, handed) in groups {
             let frames = frames(storage.as_ref(), &watch, &page.changes).await?;
             if frames.is_empty() {
                 continue;
             }
             pace(&queue, deadline).await;
+            let n = frames.len() as u64;
+            let handed = handed.fetch_add(n, Ordering::Relaxed) + n;
             // None left to take it: nothing lost, as a stream that comes reads the log.
-            let _ = queue.send(Arc::new(frames));
+            let _ = queue.send(Arc::new(Page { frames, handed }));
         }
         Ok(true)
     }
