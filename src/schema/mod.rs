@@ -9,6 +9,7 @@ mod locate;
 mod raw;
 pub mod rules;
 pub mod value;
+mod yaml_error;
 
 pub use compile::{Diagnostic, compile_dir, compile_sources};
 pub use json_schema::{field_schema, read_field_schema};

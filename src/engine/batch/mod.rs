@@ -8,85 +8,25 @@
 //! that break a unique index, or else in halves (see [`Engine::execute_chunk`]).
 
 use super::changes::{ChunkLog, NO_REQUEST, Pending, Recorder};
-use super::exec::{self, Grouped, Passed};
 use super::prepare::{self, Prepared};
 use super::retry::Retry;
 use super::{Call, CallError, Caller, Engine, Op, Outcome};
 use crate::schema::Entity;
 use crate::storage::lock::{self, Mode};
 use crate::storage::{Dialect, Row, StorageError, Tx};
-use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod applied;
+mod item;
+mod run;
+
+pub use applied::Applied;
+pub use item::item_call;
+use run::{ChunkRun, Later};
+
 /// Most rows in one multi-row INSERT.
 const GROUP_ROWS: usize = 500;
-
-/// The call a batch item stands for, or why it stands for none.
-pub fn item_call(entity: &str, op: Op, item: Json) -> Result<Call, CallError> {
-    let id_of = |v: &Json| -> Option<i64> {
-        v.as_i64()
-            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-    };
-    match (op, item) {
-        (Op::Create | Op::Save, Json::Object(m)) => Ok(Call {
-            entity: entity.to_string(),
-            op,
-            id: None,
-            params: m,
-            prehashed: false,
-        }),
-        (Op::Update, Json::Object(mut params)) => {
-            // Without `id` the item names its object by the entity's key (checked when the
-            // call is prepared).
-            let id = match params.remove("id") {
-                None => None,
-                Some(v) => Some(id_of(&v).ok_or_else(|| {
-                    CallError::invalid_field(
-                        "id",
-                        "each item of a PUT batch needs an integer `id` (or the entity's key)",
-                    )
-                })?),
-            };
-            Ok(Call {
-                entity: entity.to_string(),
-                op,
-                id,
-                params,
-                prehashed: false,
-            })
-        }
-        (Op::Delete, Json::Object(m)) => {
-            let id = m.get("id").and_then(id_of).ok_or_else(|| {
-                CallError::invalid_field("id", "each item of a DELETE batch needs an integer `id`")
-            })?;
-            Ok(Call {
-                entity: entity.to_string(),
-                op,
-                id: Some(id),
-                params: Map::new(),
-                prehashed: false,
-            })
-        }
-        (Op::Delete, v) => match id_of(&v) {
-            Some(id) => Ok(Call {
-                entity: entity.to_string(),
-                op,
-                id: Some(id),
-                params: Map::new(),
-                prehashed: false,
-            }),
-            None => Err(CallError::invalid_field(
-                "id",
-                "a DELETE batch item is an id or an object with `id`",
-            )),
-        },
-        _ => Err(CallError::Invalid {
-            description: "a batch item must be a JSON object".into(),
-            fields: Default::default(),
-        }),
-    }
-}
 
 /// How a chunk's calls run on PostgreSQL, where a statement that fails aborts the whole
 /// transaction. (On SQLite a failing statement undoes only itself: no savepoint is needed, and
@@ -145,211 +85,6 @@ impl Shown<'_> {
                 serde_json::to_string(&super::render::RowObject(e, row))
                     .expect("an object of stored values is JSON"),
             ),
-        }
-    }
-}
-
-/// Rows a group insert returned whose objects are made later: those of the calls `members`.
-struct Later {
-    entity: Arc<Entity>,
-    members: Vec<usize>,
-    rows: Vec<Row>,
-}
-
-/// One chunk's run under way (see [`Engine::run_chunk`]): what it runs, how, and the outcomes
-/// so far.
-struct ChunkRun<'a, 'l> {
-    engine: &'a Engine,
-    caller: &'a Caller,
-    prepared: &'a [Result<Prepared, CallError>],
-    objects: Objects,
-    d: Dialect,
-    /// Each statement in a savepoint (PostgreSQL, after a row broke a constraint).
-    isolate: bool,
-    /// No savepoint, and a broken constraint aborts the whole chunk (PostgreSQL).
-    optimistic: bool,
-    stamp: i64,
-    outcomes: Vec<Option<Outcome>>,
-    later: Vec<Later>,
-    log: Option<ChunkLog<'l>>,
-}
-
-impl<'a> ChunkRun<'a, '_> {
-    /// The group of call `i` (which is `p`): this call and the following creates of the same
-    /// shape, passing over calls refused before the database (they have their outcome and
-    /// change nothing); and where the next group starts.
-    fn group_at(&mut self, i: usize, p: &Prepared, binds_arrays: bool) -> (Vec<usize>, usize) {
-        let n = self.prepared.len();
-        // Bound as arrays, a group's size is not limited by the number of parameters.
-        let max = if binds_arrays {
-            n
-        } else {
-            (30_000 / p.values.len().max(1)).clamp(1, GROUP_ROWS)
-        };
-        let mut members = vec![i];
-        let mut j = i + 1;
-        while j < n && members.len() < max {
-            match &self.prepared[j] {
-                Err(e) => self.outcomes[j] = Some(Err(e.clone())),
-                Ok(q) if exec::same_shape(p, q) => members.push(j),
-                Ok(_) => break,
-            }
-            j += 1;
-        }
-        (members, j)
-    }
-
-    /// Runs a group of calls of `p`'s entity. Its calls are inserted together. When a row
-    /// breaks a unique index, the group is inserted once more passing over the rows that
-    /// would (at once, when the chunk runs with savepoints because a row broke a constraint),
-    /// and those run alone, each to its own conflict. Otherwise a group whose insert fails is
-    /// split in two halves, tried in order, down to single calls, which run alone and get
-    /// their own outcome: a few failing calls cost a few small inserts each, not a statement
-    /// per call. Parts run in call order, so that of two calls with the same key the earlier
-    /// is the one created, and ids rise in call order. `None` when a statement aborted the
-    /// transaction (optimistic runs only).
-    async fn run_group(
-        &mut self,
-        tx: &mut dyn Tx,
-        p: &'a Prepared,
-        members: &[usize],
-    ) -> Result<Option<()>, StorageError> {
-        let (engine, prepared, objects) = (self.engine, self.prepared, self.objects);
-        let (isolate, optimistic) = (self.isolate, self.optimistic);
-        let full = objects != Objects::Ids;
-        // `todo`: the parts still to run, the next one last; with `true`, one that may
-        // still be inserted passing over conflicts (only once along a line of halves).
-        let mut todo: Vec<(&[usize], bool)> = vec![(members, true)];
-        while let Some((part, may_pass)) = todo.pop() {
-            if let [k] = *part {
-                if self.run_alone(tx, k).await?.is_none() {
-                    return Ok(None);
-                }
-                continue;
-            }
-            let group: Vec<&Prepared> = part
-                .iter()
-                .filter_map(|&k| prepared[k].as_ref().ok())
-                .collect();
-            let mut made = Made {
-                entity: &p.entity,
-                objects,
-                outcomes: &mut self.outcomes,
-                later: &mut self.later,
-                log: self.log.as_mut(),
-            };
-            // With savepoints the chunk runs again because a row broke a constraint: the
-            // part passes over conflicts at once, which spares an insert that would fail
-            // again. Elsewhere the plain insert comes first.
-            let mut passed = Passed::Unmatched;
-            if isolate && may_pass {
-                passed = exec::insert_group_passing_conflicts(engine, tx, &group, isolate).await?;
-            }
-            // Whether the part's rows cannot be told apart by their values (nor can its
-            // halves' then).
-            let mut unmatched = isolate && may_pass && matches!(passed, Passed::Unmatched);
-            if let Passed::Unmatched = passed {
-                passed = match exec::insert_group(engine, tx, &group, isolate, full).await? {
-                    Grouped::Inserted(rows) => {
-                        made.rows(part.to_vec(), rows);
-                        continue;
-                    }
-                    // A row broke a constraint and, with no savepoint, aborted the
-                    // transaction.
-                    _ if optimistic => return Ok(None),
-                    Grouped::Conflict if may_pass && !isolate => {
-                        let passed =
-                            exec::insert_group_passing_conflicts(engine, tx, &group, isolate)
-                                .await?;
-                        unmatched = matches!(passed, Passed::Unmatched);
-                        passed
-                    }
-                    Grouped::Conflict | Grouped::Broken => Passed::Broken,
-                };
-            }
-            if let Passed::Placed(placed) = passed {
-                // The calls passed over run alone, in order, each to its own conflict.
-                let mut inserted = vec![false; part.len()];
-                let (ks, rows): (Vec<usize>, Vec<Row>) = placed
-                    .into_iter()
-                    .map(|(g, row)| {
-                        inserted[g] = true;
-                        (part[g], row)
-                    })
-                    .collect();
-                made.rows(ks, rows);
-                for g in (0..part.len()).rev().filter(|&g| !inserted[g]) {
-                    todo.push((std::slice::from_ref(&part[g]), false));
-                }
-                continue;
-            }
-            // Halves; they need not try passing over conflicts where the rows cannot be
-            // told apart.
-            let (first, second) = part.split_at(part.len() / 2);
-            let may_pass = may_pass && !unmatched;
-            todo.push((second, may_pass));
-            todo.push((first, may_pass));
-        }
-        Ok(Some(()))
-    }
-
-    /// Runs call `k` alone, to its own outcome. `None` when its statement aborted the
-    /// transaction (optimistic runs only).
-    async fn run_alone(&mut self, tx: &mut dyn Tx, k: usize) -> Result<Option<()>, StorageError> {
-        let prepared = self.prepared;
-        let Ok(p) = &prepared[k] else {
-            return Ok(Some(()));
-        };
-        let by_key = match &self.log {
-            Some(log) if p.by_key() => log.read_by_key(tx, self.d, p).await?,
-            _ => None,
-        };
-        let o = if self.optimistic {
-            match exec::execute_unguarded(self.engine, tx, self.caller, p, self.stamp).await? {
-                Some(o) => o,
-                None => return Ok(None),
-            }
-        } else {
-            exec::execute(self.engine, tx, self.caller, p, self.isolate, self.stamp).await?
-        };
-        if let Some(log) = &mut self.log {
-            log.applied(p, &o, by_key);
-        }
-        self.outcomes[k] = Some(o);
-        Ok(Some(()))
-    }
-}
-
-/// Where the rows a group insert created go: their calls' outcomes (or the objects made
-/// later), and the chunk's change records.
-struct Made<'a, 'l> {
-    entity: &'a Arc<Entity>,
-    objects: Objects,
-    outcomes: &'a mut [Option<Outcome>],
-    later: &'a mut Vec<Later>,
-    log: Option<&'a mut ChunkLog<'l>>,
-}
-
-impl Made<'_, '_> {
-    /// The calls `members` created `rows`, in the same order.
-    fn rows(&mut self, members: Vec<usize>, rows: Vec<Row>) {
-        if let Some(log) = self.log.as_deref_mut() {
-            log.created(self.entity, rows.iter().filter_map(|r| r.first()?.as_i64()));
-        }
-        if self.objects == Objects::WholeLater {
-            for &k in &members {
-                self.outcomes[k] = Some(Ok(Json::Null));
-            }
-            self.later.push(Later {
-                entity: self.entity.clone(),
-                members,
-                rows,
-            });
-        } else {
-            let full = self.objects == Objects::Whole;
-            for (&k, row) in members.iter().zip(&rows) {
-                self.outcomes[k] = Some(Ok(exec::group_object(self.entity, row, full)));
-            }
         }
     }
 }
@@ -693,65 +428,6 @@ impl Engine {
             }
         }
         out
-    }
-}
-
-/// What chunks applied, kept from when they ran until their transaction commits (see
-/// [`Engine::announce`]): far smaller than the chunks themselves.
-#[derive(Debug, Default)]
-pub struct Applied {
-    /// The users changed, by id.
-    users: Vec<i64>,
-    /// Changes applied per entity and operation (a few pairs at most).
-    counts: Vec<(String, Op, u64)>,
-}
-
-impl Applied {
-    /// What the calls of a chunk that ran with `outcomes` applied.
-    pub fn of(prepared: &[Result<Prepared, CallError>], outcomes: &[Outcome]) -> Applied {
-        let mut applied = Applied::default();
-        // Consecutive calls of the same entity and operation (a chunk is mostly one run) are
-        // counted once per run.
-        let mut run: Option<((&str, Op), u64)> = None;
-        for (p, o) in prepared.iter().zip(outcomes) {
-            if let (Ok(p), Ok(obj)) = (p, o) {
-                if let Some(id) = super::changed_user(p, obj) {
-                    applied.users.push(id);
-                }
-                let key = (p.entity.name.as_str(), p.op);
-                match &mut run {
-                    Some((k, n)) if *k == key => *n += 1,
-                    _ => {
-                        if let Some((k, n)) = run.replace((key, 1)) {
-                            applied.add(k, n);
-                        }
-                    }
-                }
-            }
-        }
-        if let Some((k, n)) = run {
-            applied.add(k, n);
-        }
-        applied
-    }
-
-    fn add(&mut self, (entity, op): (&str, Op), n: u64) {
-        match self
-            .counts
-            .iter_mut()
-            .find(|(e, o, _)| e == entity && *o == op)
-        {
-            Some((_, _, c)) => *c += n,
-            None => self.counts.push((entity.to_string(), op, n)),
-        }
-    }
-
-    /// Adds what another chunk applied.
-    pub fn merge(&mut self, other: Applied) {
-        self.users.extend(other.users);
-        for (entity, op, n) in other.counts {
-            self.add((&entity, op), n);
-        }
     }
 }
 
