@@ -167,18 +167,6 @@ impl SqliteStorage {
             live_signal: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
     }
-
-    async fn read_on(
-        lane: &Lane,
-        sql: &str,
-        args: &[Value],
-        types: &[ColType],
-    ) -> Result<Vec<Row>> {
-        let (sql, args, types) = (sql.to_string(), args.to_vec(), types.to_vec());
-        lane.run(move |c| fetch_on(c, &sql, &args, &types))
-            .await
-            .unwrap_or_else(|| Err(StorageError::Database("a read thread failed".into())))
-    }
 }
 
 struct Arg<'a>(&'a Value);
@@ -471,7 +459,11 @@ impl Storage for SqliteStorage {
     }
 
     async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        Self::read_on(&self.lists, sql, args, types).await
+        let (sql, args, types) = (sql.to_string(), args.to_vec(), types.to_vec());
+        self.lists
+            .run(move |c| fetch_on(c, &sql, &args, &types))
+            .await
+            .unwrap_or_else(|| Err(StorageError::Database("a read thread failed".into())))
     }
 
     async fn execute(&self, sql: &str, args: &[Value]) -> Result<u64> {
