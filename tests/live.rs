@@ -369,7 +369,31 @@ async fn last_event_id_resumes_exactly_and_an_unknown_number_resets() {
         .await;
         assert_eq!(st, 400, "{bad}: {body}");
     }
-    for q in ["after=x", "limit=0", "limit=5000", "sort=name", "nope=1"] {
+    // Each route's own way to say where to start, refused on the other route: a stream
+    // given `after` would otherwise start now and skip what the client meant to resume from.
+    let (st, body) = json(
+        app.admin(Method::GET, "/campaigns/events?after=5")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, 400, "{body}");
+    assert!(
+        body["description"]
+            .as_str()
+            .unwrap()
+            .contains("Last-Event-ID"),
+        "{body}"
+    );
+    for q in [
+        "after=x",
+        "limit=0",
+        "limit=5000",
+        "sort=name",
+        "nope=1",
+        "last_event_id=5",
+    ] {
         let (st, body) = json(
             app.admin(Method::GET, &format!("/campaigns/changes?{q}"))
                 .send()

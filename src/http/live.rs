@@ -55,6 +55,15 @@ fn watch_of(state: &AppState, req: &Request, entity: &str, who: MaybeAuthed) -> 
     Watch::new(e, caller, filters, fields.as_deref()).map_err(ApiError::from)
 }
 
+/// Refuses the other live route's own parameter `name`: passed over, `after` on a stream would
+/// start it now and skip the changes the client meant to resume from.
+fn refuse_other(req: &Request, name: &str, instead: &str) -> Result<()> {
+    match body::query_param(&body::query_pairs(req)?, name) {
+        Some(_) => Err(ApiError::BadRequest(format!("`{name}` {instead}"))),
+        None => Ok(()),
+    }
+}
+
 /// A number given as `name`: a non-negative integer.
 fn seq_param(name: &str, v: &str) -> Result<i64> {
     v.trim()
@@ -88,6 +97,11 @@ pub async fn events(
     who: MaybeAuthed,
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
+    refuse_other(
+        req,
+        "after",
+        "pages `GET /<res>/changes`; a stream resumes after the number in the `Last-Event-ID` header or `last_event_id`",
+    )?;
     let watch = Arc::new(watch_of(state, req, &entity, who)?);
     let start = start_of(req)?;
     let (first, follow) = follow::open(&state.live, watch, start)
@@ -147,6 +161,11 @@ pub async fn changes(
     who: MaybeAuthed,
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
+    refuse_other(
+        req,
+        "last_event_id",
+        "resumes a stream of `GET /<res>/events`; a page of changes starts `after` a number",
+    )?;
     let watch = watch_of(state, req, &entity, who)?;
     let pairs = body::query_pairs(req)?;
     let after = match body::query_param(&pairs, "after") {
