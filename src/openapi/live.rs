@@ -1,7 +1,8 @@
 //! The live-changes routes of an entity in the document: `GET /<res>/events` (a
 //! `text/event-stream`) and `GET /<res>/changes` (JSON pages).
 
-use super::entity::{open_to_anyone, query_params, rules_note};
+use super::entity::{open_to_anyone, rules_note};
+use super::query::query_params;
 use super::{errors, json_content, type_name};
 use crate::schema::{Action, Entity};
 use serde_json::{Map, Value as Json, json};

@@ -8,6 +8,7 @@
 mod entity;
 mod fixed;
 mod live;
+mod query;
 
 pub use fixed::{Users, fixed_part};
 
