@@ -11,8 +11,8 @@
 //!   would cost as much again as the insert itself in a bulk upload. Every start and reload
 //!   counts each table afresh ([`track`]), so rows written by another program are counted
 //!   from then on.
-//! - On PostgreSQL a shared counter row would serialise every writer of an entity, so
-//!   statement triggers append a delta row instead (`entity_count_deltas`, which nobody
+//! - On PostgreSQL a shared counter row would serialise every writer of an entity, so the
+//!   statement triggers ([`super::pg_triggers`]) append a delta row instead (`entity_count_deltas`, which nobody
 //!   updates), and the storage folds the deltas into `entity_counts` every second in one
 //!   statement; a count is the total plus the few pending deltas, read in one snapshot. The
 //!   triggers see every writer, inside its savepoints.
@@ -21,7 +21,8 @@ use super::sql::Dialect;
 use super::{Exec, Result, Value};
 use crate::schema::{ColType, Entity};
 
-/// Statements that create the count tables (and PostgreSQL's trigger functions); idempotent.
+/// Statements that create the count tables; idempotent. (PostgreSQL's trigger functions come
+/// with the fixed tables, see [`super::pg_triggers`].)
 pub fn setup(d: Dialect) -> Vec<String> {
     let mut out = vec![
         "CREATE TABLE IF NOT EXISTS \"entity_counts\" (\"entity\" TEXT PRIMARY KEY, \"n\" BIGINT NOT NULL)"
@@ -36,15 +37,6 @@ pub fn setup(d: Dialect) -> Vec<String> {
             "CREATE INDEX IF NOT EXISTS \"entity_count_deltas_entity_idx\" ON \"entity_count_deltas\" (\"entity\")"
                 .into(),
         );
-        for (name, table, sign) in [("ins", "new_rows", ""), ("del", "old_rows", "-")] {
-            out.push(format!(
-                "CREATE OR REPLACE FUNCTION \"entiserve_count_{name}\"() RETURNS trigger \
-                 LANGUAGE plpgsql AS $f$ BEGIN \
-                 INSERT INTO \"entity_count_deltas\" (\"entity\", \"n\") \
-                 SELECT TG_TABLE_NAME, {sign}COUNT(*) FROM \"{table}\" HAVING COUNT(*) > 0; \
-                 RETURN NULL; END $f$"
-            ));
-        }
     }
     out
 }
@@ -53,48 +45,34 @@ pub fn setup(d: Dialect) -> Vec<String> {
 /// after the table exists.
 ///
 /// - SQLite: the count is taken afresh (and the row triggers of earlier versions dropped).
-/// - PostgreSQL: the triggers, created when missing, and the count itself, taken once when the
-///   entity has none yet (a table older than its triggers).
+/// - PostgreSQL: the count, taken once when the entity has none yet (a table older than its
+///   triggers, [`super::pg_triggers`], which the same transaction made just before).
 pub fn track(d: Dialect, e: &Entity) -> Vec<String> {
     let table = d.quote(&e.name);
     // The entity name is a catalog identifier (`[a-z][a-z0-9_]*`): safe as a literal.
     let lit = format!("'{}'", e.name);
-    let mut out = Vec::new();
     match d {
         Dialect::Sqlite => {
-            for name in ["ins", "del"] {
-                let trigger = d.quote(&format!("entiserve_count_{name}_{}", e.name));
-                out.push(format!("DROP TRIGGER IF EXISTS {trigger}"));
-            }
+            let mut out: Vec<String> = ["ins", "del"]
+                .iter()
+                .map(|name| {
+                    let trigger = d.quote(&format!("entiserve_count_{name}_{}", e.name));
+                    format!("DROP TRIGGER IF EXISTS {trigger}")
+                })
+                .collect();
             out.push(format!(
                 "INSERT INTO \"entity_counts\" (\"entity\", \"n\") \
                  SELECT {lit}, (SELECT COUNT(*) FROM {table}) WHERE TRUE \
                  ON CONFLICT (\"entity\") DO UPDATE SET \"n\" = excluded.\"n\""
             ));
-            return out;
+            out
         }
-        Dialect::Postgres => {
-            for (name, event, table_kind, rows) in [
-                ("ins", "INSERT", "NEW", "new_rows"),
-                ("del", "DELETE", "OLD", "old_rows"),
-            ] {
-                let trigger = format!("entiserve_count_{name}");
-                out.push(format!(
-                    "DO $d$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger \
-                     WHERE tgname = '{trigger}' AND tgrelid = '{table}'::regclass) THEN \
-                     CREATE TRIGGER \"{trigger}\" AFTER {event} ON {table} \
-                     REFERENCING {table_kind} TABLE AS \"{rows}\" FOR EACH STATEMENT \
-                     EXECUTE FUNCTION \"{trigger}\"(); END IF; END $d$"
-                ));
-            }
-        }
+        Dialect::Postgres => vec![format!(
+            "INSERT INTO \"entity_counts\" (\"entity\", \"n\") \
+             SELECT {lit}, (SELECT COUNT(*) FROM {table}) \
+             WHERE NOT EXISTS (SELECT 1 FROM \"entity_counts\" WHERE \"entity\" = {lit})"
+        )],
     }
-    out.push(format!(
-        "INSERT INTO \"entity_counts\" (\"entity\", \"n\") \
-         SELECT {lit}, (SELECT COUNT(*) FROM {table}) \
-         WHERE NOT EXISTS (SELECT 1 FROM \"entity_counts\" WHERE \"entity\" = {lit})"
-    ));
-    out
 }
 
 /// SQLite: the statement that adds `?1` rows to the count of entity `?2`, run by a

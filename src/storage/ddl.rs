@@ -80,8 +80,9 @@ pub fn plan(d: Dialect, entity: &Entity, existing: &[String]) -> Vec<String> {
             cols.join(", ")
         ));
     }
+    // The triggers first: the row count, when first taken, is then kept by them from there.
+    out.extend(super::pg_triggers::track(d, &entity.name));
     out.extend(super::counts::track(d, entity));
-    out.extend(super::live::track(d, entity));
     out
 }
 

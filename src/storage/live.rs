@@ -8,10 +8,11 @@
 //!   ([`super::Exec::log_live`]), and it numbers and writes them before each savepoint
 //!   statement and before it commits ([`append`]), so a savepoint's rollback takes its changes
 //!   with it and numbers follow commit order.
-//! - On PostgreSQL statement triggers write the changes of every writer unnumbered, in the
-//!   writing transaction. A sequencer pass ([`number`]), one at a time across the fleet,
-//!   numbers what has committed and tells every server (`entiserve_live`). A row is numbered only once committed, and passes never
-//!   overlap, so a reader that has seen number n never meets a new row numbered n or less.
+//! - On PostgreSQL the statement triggers ([`super::pg_triggers`]) write the changes of every
+//!   writer unnumbered, in the writing transaction. A sequencer pass ([`number`]), one at a
+//!   time across the fleet, numbers what has committed and tells every server
+//!   (`entiserve_live`). A row is numbered only once committed, and passes never overlap, so a
+//!   reader that has seen number n never meets a new row numbered n or less.
 //!
 //! What an object looked like after a change is not stored: it is the row before the object's
 //! next change, or, when there is none, the row as it is now ([`later_rows`]).
@@ -216,38 +217,23 @@ pub async fn append<E: Exec + ?Sized>(ex: &mut E, changes: &[Logged], at: i64) -
     Ok(())
 }
 
-/// PostgreSQL: the triggers that log the changes of `e`'s table, created when missing (the
-/// functions come with the fixed tables).
-pub fn track(d: Dialect, e: &Entity) -> Vec<String> {
-    if d != Dialect::Postgres {
-        return Vec::new();
-    }
-    let table = d.quote(&e.name);
-    [
-        ("ins", "INSERT", "NEW TABLE AS \"new_rows\""),
-        ("upd", "UPDATE", "OLD TABLE AS \"old_rows\""),
-        ("del", "DELETE", "OLD TABLE AS \"old_rows\""),
-    ]
-    .into_iter()
-    .map(|(name, event, tables)| {
-        let trigger = format!("entiserve_live_{name}");
-        format!(
-            "DO $d$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger \
-             WHERE tgname = '{trigger}' AND tgrelid = '{table}'::regclass) THEN \
-             CREATE TRIGGER \"{trigger}\" AFTER {event} ON {table} \
-             REFERENCING {tables} FOR EACH STATEMENT \
-             EXECUTE FUNCTION \"{trigger}\"(); END IF; END $d$"
-        )
-    })
-    .collect()
-}
+/// PostgreSQL: the statement that begins a sequencer pass's transaction (one round trip):
+/// passes of every server wait for each other on the advisory lock, taken before [`number`]'s
+/// statement reads anything, and the pass turns bitmap scans off for itself.
+///
+/// Numbering a row leaves its entry in the index of unnumbered rows until `VACUUM` takes it:
+/// under a steady stream of writes there are soon a hundred thousand such entries. A bitmap
+/// scan of that index reads them all, and their rows, on every pass (16 ms a pass, with the
+/// sequencer busy all the time); a plain index scan marks each one dead the first time it
+/// meets it, so that later passes skip them.
+pub const PASS_BEGIN: &str = "BEGIN; SELECT pg_advisory_xact_lock(7286917412); \
+     SET LOCAL enable_bitmapscan = off";
 
-/// PostgreSQL: one sequencer pass, in its own transaction `ex`: numbers up to [`PASS`] committed
-/// rows in the order they were logged and notifies [`NUMBERED_CHANNEL`]; the newest number, or
-/// `None` when there was nothing to number. Passes wait for each other.
+/// PostgreSQL: one sequencer pass, in the transaction `ex` that [`PASS_BEGIN`] began: numbers
+/// up to [`PASS`] committed rows in the order they were logged and notifies
+/// [`NUMBERED_CHANNEL`], in one statement; the newest number and whether the pass was full, or
+/// `None` when there was nothing to number.
 pub async fn number(ex: &mut dyn Exec) -> Result<Option<(i64, bool)>> {
-    ex.execute("SELECT pg_advisory_xact_lock(7286917412)", &[])
-        .await?;
     let sql = format!(
         "WITH todo AS (SELECT \"lid\", \"hi\" - \"lo\" + 1 AS \"n\", \
            SUM(\"hi\" - \"lo\" + 1) OVER (ORDER BY \"lid\") AS \"upto\" \
@@ -257,19 +243,18 @@ pub async fn number(ex: &mut dyn Exec) -> Result<Option<(i64, bool)>> {
            WHERE (SELECT \"t\" FROM total) > 0 RETURNING \"next\" - (SELECT \"t\" FROM total) AS \"base\"), \
          done AS (UPDATE \"live_changes\" l SET \"seq\" = bump.\"base\" + todo.\"upto\" - todo.\"n\" \
            FROM todo, bump WHERE l.\"lid\" = todo.\"lid\" RETURNING 1) \
-         SELECT (SELECT \"base\" FROM bump) + (SELECT \"t\" FROM total) - 1, \
-           (SELECT COUNT(*) FROM done)"
+         SELECT r.\"newest\", r.\"c\", CASE WHEN r.\"newest\" IS NOT NULL THEN \
+           (SELECT 1::BIGINT FROM pg_notify('{NUMBERED_CHANNEL}', r.\"newest\"::text)) END \
+         FROM (SELECT (SELECT \"base\" FROM bump) + (SELECT \"t\" FROM total) - 1 AS \"newest\", \
+           (SELECT COUNT(*) FROM done) AS \"c\") r"
     );
-    let rows = ex.fetch(&sql, &[], &[ColType::Int, ColType::Int]).await?;
+    let rows = ex
+        .fetch(&sql, &[], &[ColType::Int, ColType::Int, ColType::Int])
+        .await?;
     let Some(newest) = rows.first().and_then(|r| r[0].as_i64()) else {
         return Ok(None);
     };
     let full = rows.first().and_then(|r| r[1].as_i64()) == Some(PASS);
-    ex.execute(
-        &format!("SELECT pg_notify('{NUMBERED_CHANNEL}', $1)"),
-        &[Value::text(newest.to_string())],
-    )
-    .await?;
     Ok(Some((newest, full)))
 }
 

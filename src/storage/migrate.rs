@@ -51,6 +51,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0009_live_ranges.sql"),
         include_str!("../../migrations/postgres/0009_live_ranges.sql"),
     ),
+    (
+        10,
+        include_str!("../../migrations/sqlite/0010_one_trigger.sql"),
+        include_str!("../../migrations/postgres/0010_one_trigger.sql"),
+    ),
 ];
 
 /// The version the fixed tables reach when every migration has run.

@@ -22,6 +22,7 @@ mod migrate;
 mod near;
 mod pg_conns;
 mod pg_live;
+mod pg_triggers;
 pub mod points;
 mod postgres;
 pub mod request_log;

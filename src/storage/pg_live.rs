@@ -86,6 +86,7 @@ async fn listen(pool: PgPool, tx: mpsc::Sender<Heard>) {
 }
 
 async fn sequence(pool: PgPool, signal: Arc<watch::Sender<u64>>, mut rx: mpsc::Receiver<Heard>) {
+    until_logged(&pool).await;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -115,6 +116,20 @@ async fn sequence(pool: PgPool, signal: Arc<watch::Sender<u64>>, mut rx: mpsc::R
     }
 }
 
+/// Waits until the database has the live log: a new database gets it from the migrations, which
+/// run just after the storage connects (a pass before them would fail, and say so).
+async fn until_logged(pool: &PgPool) {
+    while !pool.is_closed() {
+        let there = sqlx::query_scalar::<_, bool>("SELECT to_regclass('live_changes') IS NOT NULL")
+            .fetch_one(pool)
+            .await;
+        if matches!(there, Ok(true)) {
+            return;
+        }
+        tokio::time::sleep(TICK).await;
+    }
+}
+
 /// Runs sequencer passes until one leaves nothing behind; whether any numbered changes.
 async fn number_all(pool: &PgPool) -> bool {
     let mut numbered = false;
@@ -136,7 +151,10 @@ async fn number_all(pool: &PgPool) -> bool {
 }
 
 async fn pass(pool: &PgPool) -> super::Result<Option<(i64, bool)>> {
-    let tx = pool.begin().await.map_err(super::postgres::db)?;
+    let tx = pool
+        .begin_with(sqlx::AssertSqlSafe(live::PASS_BEGIN))
+        .await
+        .map_err(super::postgres::db)?;
     let mut tx = super::postgres::PgTx(tx, None);
     let numbered = live::number(&mut tx).await?;
     tx.0.commit().await.map_err(super::postgres::db)?;
