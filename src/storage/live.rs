@@ -219,15 +219,22 @@ pub async fn append<E: Exec + ?Sized>(ex: &mut E, changes: &[Logged], at: i64) -
 
 /// PostgreSQL: the statement that begins a sequencer pass's transaction (one round trip):
 /// passes of every server wait for each other on the advisory lock, taken before [`number`]'s
-/// statement reads anything, and the pass turns bitmap scans off for itself.
+/// statement reads anything, and the pass fixes its plan: the unnumbered rows by a plain index
+/// scan, then each of them by its key.
 ///
-/// Numbering a row leaves its entry in the index of unnumbered rows until `VACUUM` takes it:
-/// under a steady stream of writes there are soon a hundred thousand such entries. A bitmap
-/// scan of that index reads them all, and their rows, on every pass (16 ms a pass, with the
-/// sequencer busy all the time); a plain index scan marks each one dead the first time it
-/// meets it, so that later passes skip them.
+/// - Numbering a row leaves its entry in the index of unnumbered rows until `VACUUM` takes it:
+///   under a steady stream of writes there are soon a hundred thousand such entries. A bitmap
+///   scan of that index reads them all, and their rows, on every pass (16 ms a pass, with the
+///   sequencer busy all the time); a plain index scan marks each one dead the first time it
+///   meets it, so that later passes skip them.
+/// - When statistics taken during a burst of writes expect many unnumbered rows, the planner
+///   picks a merge join that walks the log's whole primary key on every pass; a pass numbers
+///   at most [`PASS`] rows, so looking each up by its key is never worse.
+/// - Such an estimate also puts the statement's cost over `jit_above_cost`, and compiling it
+///   takes a quarter of a second, on every pass.
 pub const PASS_BEGIN: &str = "BEGIN; SELECT pg_advisory_xact_lock(7286917412); \
-     SET LOCAL enable_bitmapscan = off";
+     SET LOCAL enable_bitmapscan = off; SET LOCAL enable_mergejoin = off; \
+     SET LOCAL enable_hashjoin = off; SET LOCAL jit = off";
 
 /// PostgreSQL: one sequencer pass, in the transaction `ex` that [`PASS_BEGIN`] began: numbers
 /// up to [`PASS`] committed rows in the order they were logged and notifies

@@ -86,7 +86,7 @@ async fn listen(pool: PgPool, tx: mpsc::Sender<Heard>) {
 }
 
 async fn sequence(pool: PgPool, signal: Arc<watch::Sender<u64>>, mut rx: mpsc::Receiver<Heard>) {
-    until_logged(&pool).await;
+    let mut logged = false;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -107,7 +107,10 @@ async fn sequence(pool: PgPool, signal: Arc<watch::Sender<u64>>, mut rx: mpsc::R
         if pool.is_closed() {
             return;
         }
-        if pass && number_all(&pool).await {
+        // A new database gets the live log from the migrations, which run just after the
+        // storage connects: a pass before them would fail, and say so.
+        logged = logged || has_log(&pool).await;
+        if pass && logged && number_all(&pool).await {
             wake = true;
         }
         if wake {
@@ -116,18 +119,12 @@ async fn sequence(pool: PgPool, signal: Arc<watch::Sender<u64>>, mut rx: mpsc::R
     }
 }
 
-/// Waits until the database has the live log: a new database gets it from the migrations, which
-/// run just after the storage connects (a pass before them would fail, and say so).
-async fn until_logged(pool: &PgPool) {
-    while !pool.is_closed() {
-        let there = sqlx::query_scalar::<_, bool>("SELECT to_regclass('live_changes') IS NOT NULL")
-            .fetch_one(pool)
-            .await;
-        if matches!(there, Ok(true)) {
-            return;
-        }
-        tokio::time::sleep(TICK).await;
-    }
+/// Whether the database has the live log yet.
+async fn has_log(pool: &PgPool) -> bool {
+    sqlx::query_scalar::<_, bool>("SELECT to_regclass('live_changes') IS NOT NULL")
+        .fetch_one(pool)
+        .await
+        .unwrap_or(false)
 }
 
 /// Runs sequencer passes until one leaves nothing behind; whether any numbered changes.
