@@ -8,12 +8,15 @@
 #
 #   benches/atomic.sh                      # 100,000 and 1,000,000 rows
 #   ROWS_LIST="1000000" benches/atomic.sh
+#   BIN=/path/to/entiserve benches/atomic.sh   # that binary, nothing built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS_LIST="${ROWS_LIST:-100000 1000000}"
 PORT="${PORT:-18192}"
-cargo build --release --quiet
-BIN=./target/release/entiserve
+if [ -z "${BIN:-}" ]; then
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin entiserve
+  BIN="${CARGO_TARGET_DIR:-./target}/release/entiserve"
+fi
 work=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }

@@ -8,6 +8,8 @@
 #
 #   benches/uploader.sh                       # SQLite
 #   PG_URL=postgres://postgres@127.0.0.1:5432/postgres benches/uploader.sh   # and PostgreSQL
+#   BIN=/path/to/entiserve benches/uploader.sh # that binary, nothing built (NO_BUILD=1: the
+#                                             # release binary as it is)
 #   COMPARE_BIN=/path/to/older/entiserve benches/uploader.sh   # A/B: the other binary, same runs
 #   COMPARE_ENTITIES=/path/to/older/checkout/entities   # the other binary's own definitions
 #                                                       # (default: this checkout's)
@@ -22,8 +24,10 @@ RUNS="${RUNS:-3}"
 PORT="${PORT:-18191}"
 STORAGE_URL="${STORAGE_URL:-}"
 command -v sqlite3 >/dev/null || { echo "install sqlite3 (apt-get install sqlite3)" >&2; exit 1; }
-cargo build --release --quiet
-BIN="${CARGO_TARGET_DIR:-./target}/release/entiserve"
+if [ -z "${BIN:-}" ]; then
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin entiserve
+  BIN="${CARGO_TARGET_DIR:-./target}/release/entiserve"
+fi
 COMPARE_BIN="${COMPARE_BIN:-}"
 COMPARE_ENTITIES="${COMPARE_ENTITIES:-entities}"
 work=$(mktemp -d)
