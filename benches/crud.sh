@@ -14,6 +14,7 @@
 #   BIN=/path/to/other/entiserve benches/crud.sh   # another binary (an A/B), nothing built
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 RUNS="${RUNS:-5}"
 DURATION="${DURATION:-10s}"
 PORT="${PORT:-18181}"
@@ -49,12 +50,7 @@ trap cleanup EXIT
 ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn "$BIN" serve \
   --bind "127.0.0.1:$PORT" --data-dir "$dir/data" --entities entities 2>"$dir/server.log" &
 pid=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || {
-  echo "the server did not start (is DATABASE_URL's database there?); its log:" >&2
-  cat "$dir/server.log" >&2
-  exit 1
-}
+wait_healthz "http://127.0.0.1:$PORT" "$dir/server.log" "is DATABASE_URL's database there?"
 base="http://127.0.0.1:$PORT"
 auth="admin:bench"
 for i in $(seq 1 100); do

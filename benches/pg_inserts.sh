@@ -10,6 +10,7 @@
 #   NO_BUILD=1 PG_URL=... benches/pg_inserts.sh   # the release binary as it is
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 RUNS="${RUNS:-3}"
 SECS="${SECS:-6}"
 PORT="${PORT:-18185}"
@@ -36,12 +37,7 @@ psql -q "$PG_URL" -c "CREATE DATABASE \"$scratch\"" >/dev/null
 DATABASE_URL="$url" ENTISERVE_ADMIN_PASSWORD=bench RUST_LOG=warn "$BIN" serve \
   --bind "127.0.0.1:$PORT" --data-dir "$dir/data" --entities entities 2>"$dir/server.log" &
 pid=$!
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || {
-  echo "the server did not start; its log:" >&2
-  cat "$dir/server.log" >&2
-  exit 1
-}
+wait_healthz "http://127.0.0.1:$PORT" "$dir/server.log"
 # One create through the server, so that pgbench's INSERT names the columns the server fills.
 curl -sf -u admin:bench -X POST "http://127.0.0.1:$PORT/campaigns" \
   -H 'content-type: application/json' -d '{"name":"seed"}' >/dev/null

@@ -12,10 +12,10 @@
 //!   counts each table afresh ([`track`]), so rows written by another program are counted
 //!   from then on.
 //! - On PostgreSQL a shared counter row would serialise every writer of an entity, so the
-//!   statement triggers ([`super::pg_triggers`]) append a delta row instead (`entity_count_deltas`, which nobody
-//!   updates), and the storage folds the deltas into `entity_counts` every second in one
-//!   statement; a count is the total plus the few pending deltas, read in one snapshot. The
-//!   triggers see every writer, inside its savepoints.
+//!   statement triggers ([`super::pg_triggers`]) append a delta row instead
+//!   (`entity_count_deltas`, which nobody updates), and the storage folds the deltas into
+//!   `entity_counts` every second in one statement; a count is the total plus the few pending
+//!   deltas, read in one snapshot. The triggers see every writer, inside its savepoints.
 
 use super::sql::Dialect;
 use super::{Exec, Result, Value};

@@ -13,8 +13,8 @@
 
 use super::sql::Dialect;
 
-/// The triggers of the table of entity `entity`, created when missing; nothing on SQLite. Run in the
-/// transaction that creates or extends the table, before its row count is first taken.
+/// The triggers of the table of entity `entity`, created when missing; nothing on SQLite. Run
+/// in the transaction that creates or extends the table, before its row count is first taken.
 pub fn track(d: Dialect, entity: &str) -> Vec<String> {
     if d != Dialect::Postgres {
         return Vec::new();
