@@ -207,3 +207,46 @@ fn init_writes_the_shipped_entities_an_example_of_hooks_and_an_example_upload_an
         "edited"
     );
 }
+
+/// A PostgreSQL URL that cannot be opened stops `serve` at once, with the reason in one line: a
+/// port nothing listens on (the pool alone would retry for a minute and say only that it timed
+/// out) and, with `TEST_DATABASE_URL`, a database that is not on that server.
+#[test]
+fn serve_says_at_once_why_it_cannot_open_a_postgresql_database() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut cases = vec![(
+        format!("postgres://postgres@127.0.0.1:{port}/test"),
+        "Connection refused",
+    )];
+    if let Ok(u) = std::env::var("TEST_DATABASE_URL")
+        && let Some((server, _)) = u.rsplit_once('/')
+    {
+        cases.push((
+            format!("{server}/entiserve_no_such_database"),
+            "database \"entiserve_no_such_database\" does not exist; create it first",
+        ));
+    }
+    for (url, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let started = std::time::Instant::now();
+        let out = bin()
+            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .args(["--database-url", &url])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "took {:?}: {err}",
+            started.elapsed()
+        );
+        let last = err.lines().last().unwrap_or_default();
+        assert!(last.contains(want), "{last}");
+        assert!(!last.contains(" at line "), "{last}");
+    }
+}

@@ -53,7 +53,16 @@ impl PgStorage {
                     })
                 })
         };
-        let pool = pool_of(WRITERS, 1).connect_with(opts.clone()).await?;
+        // One connection first: a refused port or an unknown host fails here at once, with its
+        // reason, where the pool would retry until its timeout and then say only that.
+        let first = <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)
+            .await
+            .map_err(connect_error)?;
+        let _ = sqlx::Connection::close(first).await;
+        let pool = pool_of(WRITERS, 1)
+            .connect_with(opts.clone())
+            .await
+            .map_err(connect_error)?;
         let singles = Conns::new(opts.clone(), SINGLE_WRITERS);
         let points = Conns::new(opts.clone(), POINT_READERS);
         let lists = pool_of(LIST_READERS, 0).connect_lazy_with(opts);
@@ -136,6 +145,22 @@ fn decode(row: &PgRow, types: &[ColType]) -> Result<Row> {
         out.push(v);
     }
     Ok(out)
+}
+
+/// Why the first connection failed, in one line: the server's own message (sqlx's error repeats
+/// it, with the line of the server's source code) or the network's, and what to do when the
+/// database is not there.
+fn connect_error(e: sqlx::Error) -> anyhow::Error {
+    match &e {
+        // 3D000: invalid_catalog_name.
+        sqlx::Error::Database(d) if d.code().as_deref() == Some("3D000") => anyhow::anyhow!(
+            "{}; create it first (for example with `createdb`), or name another in the URL",
+            d.message()
+        ),
+        sqlx::Error::Database(d) => anyhow::anyhow!("{}", d.message()),
+        // Its message already ends with its cause's: the cause is not chained again.
+        _ => anyhow::anyhow!("{e}"),
+    }
 }
 
 pub(super) fn db(e: sqlx::Error) -> StorageError {
