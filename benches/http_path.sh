@@ -10,11 +10,16 @@
 # Prints each run, the medians of RUNS runs and the two ratios (`/healthz` to the minimal server,
 # GET by id to `/healthz`; the targets are 0.8 each), then the same as a Markdown table.
 # COMPARE_BIN adds a second entiserve (another build: an A/B), measured in the same turns.
+# LAYERS=1 adds, in the same turns, the minimal server with entiserve's layers added one at a
+# time (`min_poem --layer`: its connection handling, the header timeout, the fixed API's
+# poem-openapi service answering `/healthz`), each with its ratio to the minimal server: what
+# each layer costs a request. entiserve's own `/healthz` adds its front layer to the last.
 #
 #   benches/http_path.sh                       # builds both binaries
 #   RUNS=7 DURATION=8s benches/http_path.sh
 #   BIN=/path/entiserve MIN_BIN=/path/min_poem benches/http_path.sh   # nothing built
 #   COMPARE_BIN=/path/to/older/entiserve benches/http_path.sh
+#   LAYERS=1 benches/http_path.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-5}"
@@ -24,6 +29,8 @@ PORT="${PORT:-18181}"
 MIN_PORT="${MIN_PORT:-18182}"
 COMPARE_PORT="${COMPARE_PORT:-18183}"
 COMPARE_BIN="${COMPARE_BIN:-}"
+LAYERS="${LAYERS:-}"
+LAYER_PORT="${LAYER_PORT:-18184}"
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
 BIN="${BIN:-}"
 MIN_BIN="${MIN_BIN:-}"
@@ -81,6 +88,20 @@ if [ -n "$COMPARE_BIN" ]; then
   urls+=("http://127.0.0.1:$COMPARE_PORT/healthz" "http://127.0.0.1:$COMPARE_PORT/campaigns/$b_id")
   creds+=(0 1)
 fi
+# With LAYERS: the minimal server with each layer, from index `first_layer` on.
+layers=(serve timed api)
+first_layer=${#urls[@]}
+if [ -n "$LAYERS" ]; then
+  for k in "${!layers[@]}"; do
+    port=$((LAYER_PORT + k))
+    "$MIN_BIN" --bind "127.0.0.1:$port" --layer "${layers[$k]}" 2>"$dir/layer-$k.log" &
+    pids+=($!)
+    up "http://127.0.0.1:$port"
+    names+=("min_poem --layer ${layers[$k]} /healthz")
+    urls+=("http://127.0.0.1:$port/healthz")
+    creds+=(0)
+  done
+fi
 # wrk_rps SECONDS URL CREDS: requests a second; fails on any non-2xx answer.
 wrk_rps() {
   local res non2xx
@@ -128,4 +149,10 @@ row "entiserve (BIN)" "GET /campaigns/<id>, Basic" 2 "$(ratio "${meds[2]}" "${me
 if [ -n "$COMPARE_BIN" ]; then
   row "entiserve (COMPARE_BIN)" "GET /healthz" 3 "$(ratio "${meds[3]}" "${meds[0]}") of min_poem"
   row "entiserve (COMPARE_BIN)" "GET /campaigns/<id>, Basic" 4 "$(ratio "${meds[4]}" "${meds[3]}") of its /healthz"
+fi
+if [ -n "$LAYERS" ]; then
+  for k in "${!layers[@]}"; do
+    i=$((first_layer + k))
+    row "min_poem --layer ${layers[$k]}" "GET /healthz" "$i" "$(ratio "${meds[$i]}" "${meds[0]}") of min_poem"
+  done
 fi

@@ -9,17 +9,47 @@
 //! It runs as `entiserve serve` does: the same global allocator with the same options, the same
 //! tokio runtime (`Runtime::new`: multi-threaded, one worker per core), the same poem version and
 //! release profile. Its body is the one entiserve's `/healthz` answers.
+//!
+//! `--layer` adds entiserve's own layers one at a time, so that `benches/http_path.sh`
+//! (`LAYERS=1`) can tell what each costs a request: `serve` answers through entiserve's
+//! connection handling ([`entiserve::http::serve`]) instead of poem's `Server`, `timed` adds the
+//! header timeout ([`entiserve::http::conn`]), and `api` answers with entiserve's fixed API (its
+//! poem-openapi service and its own `/healthz` operation) instead of the fixed handler. What
+//! `entiserve serve` adds to `api` is its front layer ([`entiserve::http`]: request id, origin
+//! check, metrics, the routing by the route table).
+//!
+//! ```text
+//! cargo run --release --example min_poem -- --bind 127.0.0.1:18184 --layer api
+//! ```
 
-use clap::Parser;
-use poem::listener::TcpListener;
-use poem::{Response, Route, Server, get, handler};
+use clap::{Parser, ValueEnum};
+use entiserve::http::conn::TimedAcceptor;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::{IntoEndpoint, Response, Route, Server, get, handler};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 #[derive(Parser)]
 struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:18182")]
     bind: SocketAddr,
+    /// How much of entiserve's stack answers.
+    #[arg(long, value_enum, default_value_t = Layer::Poem)]
+    layer: Layer,
+}
+
+/// The stack a request goes through, each adding to the one before.
+#[derive(Clone, Copy, ValueEnum)]
+enum Layer {
+    /// poem's `Server` and a handler with a fixed body.
+    Poem,
+    /// entiserve's connection handling instead of poem's `Server`.
+    Serve,
+    /// and the header timeout on every connection.
+    Timed,
+    /// and entiserve's fixed API answering instead of the fixed handler.
+    Api,
 }
 
 #[handler]
@@ -36,8 +66,33 @@ fn main() -> std::io::Result<()> {
     rt.block_on(async move {
         let app = Route::new().at("/healthz", get(health));
         eprintln!("min_poem listening on http://{}", args.bind);
-        Server::new(TcpListener::bind(args.bind)).run(app).await
+        let listener = TcpListener::bind(args.bind);
+        match args.layer {
+            Layer::Poem => Server::new(listener).run(app).await,
+            Layer::Serve => serve(listener.into_acceptor().await?, app).await,
+            Layer::Timed => serve(timed(listener.into_acceptor().await?), app).await,
+            Layer::Api => {
+                let acceptor = timed(listener.into_acceptor().await?);
+                serve(acceptor, entiserve::http::api::service()).await
+            }
+        }
     })
+}
+
+/// The header timeout `entiserve serve` gives its connections by default.
+fn timed<A: Acceptor>(acceptor: A) -> TimedAcceptor<A> {
+    TimedAcceptor::new(acceptor, Duration::from_secs(30))
+}
+
+/// Serves `ep` as `entiserve serve` does, until the process is stopped.
+async fn serve<A, E>(acceptor: A, ep: E) -> std::io::Result<()>
+where
+    A: Acceptor,
+    A::Io: entiserve::http::conn::Watched,
+    E: IntoEndpoint,
+    E::Endpoint: 'static,
+{
+    entiserve::http::serve::run(acceptor, ep, std::future::pending(), None).await
 }
 
 /// The allocator options `entiserve serve` sets (see its `tune_allocator`): no transparent huge

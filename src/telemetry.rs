@@ -62,16 +62,18 @@ pub fn install() -> &'static PrometheusHandle {
 }
 
 /// The counter and histogram of each (method, route, status); the route by the address of its
-/// label, which is static.
+/// label, which is static. The key is hashed with a fast hash, not SipHash: it is made by the
+/// server, not chosen by a client.
 type HttpSeries = std::collections::HashMap<
     (poem::http::Method, usize, u16),
     (metrics::Counter, metrics::Histogram),
+    foldhash::fast::FixedState,
 >;
 
 thread_local! {
     /// The series this thread has answered: registered once, so a request costs a lookup by a
     /// small key (nothing allocated) and two atomic updates, not a lookup by labels.
-    static HTTP: std::cell::RefCell<HttpSeries> = std::cell::RefCell::new(HttpSeries::new());
+    static HTTP: std::cell::RefCell<HttpSeries> = std::cell::RefCell::new(HttpSeries::default());
 }
 
 /// One answered HTTP request.

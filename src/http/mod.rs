@@ -128,7 +128,9 @@ enum Presented<'a> {
 }
 
 fn presented(req: &Request) -> Result<Presented<'_>, ApiError> {
-    if let Some(h) = req.header("authorization") {
+    // By the header's name as a constant: a name given as text is parsed on every lookup.
+    let given = req.headers().get(poem::http::header::AUTHORIZATION);
+    if let Some(h) = given.and_then(|v| v.to_str().ok()) {
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
         return Ok(if scheme.eq_ignore_ascii_case("basic") {
             Presented::Basic(rest)
@@ -192,8 +194,9 @@ fn router(prefix: &str, fixed: &Arc<poem::endpoint::BoxEndpoint<'static>>) -> Ro
     r
 }
 
-/// The request's URI with its prefix, as the client sent it (doubled slashes collapsed); a copy
-/// of a URI shares its text.
+/// The request's URI with its prefix, as the client sent it (doubled slashes collapsed), kept
+/// for a request under the prefix, which the nested router takes off the URI; a copy of a URI
+/// shares its text.
 #[derive(Clone)]
 pub struct FullPath(pub poem::http::Uri);
 

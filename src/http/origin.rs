@@ -49,7 +49,12 @@ fn refuse(why: String) -> Verdict {
 
 /// Decides about `req` given the listed origins (lowercased, without a trailing slash).
 pub fn check(req: &Request, allowed: &[String]) -> Verdict {
-    let origin = req.header(header::ORIGIN).map(str::to_string);
+    // `headers().get` with the constant: `Request::header` parses the name from text.
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let listed = origin
         .as_deref()
         .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
