@@ -16,7 +16,6 @@
 #     benches/http_instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. benches/lib.sh
 DURATION="${DURATION:-5s}"
 PORT="${PORT:-18195}"
 command -v valgrind >/dev/null || { echo "install valgrind (apt-get install valgrind)" >&2; exit 1; }

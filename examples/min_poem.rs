@@ -24,10 +24,10 @@
 
 use clap::{Parser, ValueEnum};
 use entiserve::http::conn::TimedAcceptor;
+use entiserve::settings::Settings;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{IntoEndpoint, Response, Route, Server, get, handler};
 use std::net::SocketAddr;
-use std::time::Duration;
 
 #[derive(Parser)]
 struct Args {
@@ -81,7 +81,7 @@ fn main() -> std::io::Result<()> {
 
 /// The header timeout `entiserve serve` gives its connections by default.
 fn timed<A: Acceptor>(acceptor: A) -> TimedAcceptor<A> {
-    TimedAcceptor::new(acceptor, Duration::from_secs(30))
+    TimedAcceptor::new(acceptor, Settings::new(".", ".").header_timeout)
 }
 
 /// Serves `ep` as `entiserve serve` does, until the process is stopped.

@@ -56,7 +56,11 @@ pub fn dry_run_key(key: Option<String>, mode: Mode) -> Option<String> {
 
 /// The request's `Idempotency-Key`.
 pub fn idempotency_key(req: &Request) -> Result<Option<String>> {
-    crate::input::idempotency_key(req.header("idempotency-key")).map_err(ApiError::BadRequest)
+    crate::input::idempotency_key(super::header(
+        req,
+        poem::http::HeaderName::from_static("idempotency-key"),
+    ))
+    .map_err(ApiError::BadRequest)
 }
 
 fn reply_response(r: Reply) -> Response {

@@ -56,7 +56,7 @@ pub fn field_pairs(pairs: Vec<(String, String)>) -> Vec<(String, String)> {
 }
 
 fn content_type(req: &Request) -> String {
-    req.header("content-type")
+    super::header(req, poem::http::header::CONTENT_TYPE)
         .unwrap_or("")
         .split(';')
         .next()
@@ -478,7 +478,7 @@ fn looks_like_json(bytes: &[u8]) -> bool {
 /// takes files.
 async fn read_multipart(req: &Request, body: Body, limits: &Limits) -> Result<Payload> {
     let mut mp = crate::uploader::intake::multipart(
-        req.header("content-type").unwrap_or(""),
+        super::header(req, poem::http::header::CONTENT_TYPE).unwrap_or(""),
         body,
         limits.small as u64,
         multer::SizeLimit::new().per_field(limits.field as u64),

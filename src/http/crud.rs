@@ -196,7 +196,7 @@ async fn run(state: &AppState, req: &Request, caller: &Caller, call: Call) -> Re
 }
 
 fn json_content_type(req: &Request) -> bool {
-    req.header("content-type").is_some_and(|c| {
+    super::header(req, poem::http::header::CONTENT_TYPE).is_some_and(|c| {
         c.split(';')
             .next()
             .unwrap_or("")

@@ -79,7 +79,7 @@ fn seq_param(name: &str, v: &str) -> Result<i64> {
 
 /// Where a stream starts: `Last-Event-ID`, else `last_event_id=`, else now.
 fn start_of(req: &Request) -> Result<Start> {
-    if let Some(v) = req.header("last-event-id") {
+    if let Some(v) = super::header(req, poem::http::HeaderName::from_static("last-event-id")) {
         return Ok(Start::After(seq_param("Last-Event-ID", v)?));
     }
     let pairs = body::query_pairs(req)?;

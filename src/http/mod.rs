@@ -128,9 +128,7 @@ enum Presented<'a> {
 }
 
 fn presented(req: &Request) -> Result<Presented<'_>, ApiError> {
-    // By the header's name as a constant: a name given as text is parsed on every lookup.
-    let given = req.headers().get(poem::http::header::AUTHORIZATION);
-    if let Some(h) = given.and_then(|v| v.to_str().ok()) {
+    if let Some(h) = header(req, poem::http::header::AUTHORIZATION) {
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
         return Ok(if scheme.eq_ignore_ascii_case("basic") {
             Presented::Basic(rest)
@@ -199,6 +197,12 @@ fn router(prefix: &str, fixed: &Arc<poem::endpoint::BoxEndpoint<'static>>) -> Ro
 /// shares its text.
 #[derive(Clone)]
 pub struct FullPath(pub poem::http::Uri);
+
+/// The text of `req`'s header `name`, when it is visible ASCII. By the name as a constant:
+/// poem's `Request::header` takes the name as text and parses it on every lookup.
+pub fn header(req: &Request, name: poem::http::HeaderName) -> Option<&str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
 
 /// The path of `req` with its prefix.
 pub fn full_path(req: &Request) -> &str {

@@ -31,8 +31,7 @@ fn authority(origin: &str) -> Option<String> {
 
 /// Whether `origin` is this server as the request addressed it (its `Host`).
 fn same_origin(req: &Request, origin: &str) -> bool {
-    let host = req
-        .header(header::HOST)
+    let host = super::header(req, header::HOST)
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.to_string()));
     match (authority(origin), host) {
@@ -49,12 +48,7 @@ fn refuse(why: String) -> Verdict {
 
 /// Decides about `req` given the listed origins (lowercased, without a trailing slash).
 pub fn check(req: &Request, allowed: &[String]) -> Verdict {
-    // `headers().get` with the constant: `Request::header` parses the name from text.
-    let origin = req
-        .headers()
-        .get(header::ORIGIN)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let origin = super::header(req, header::ORIGIN).map(str::to_string);
     let listed = origin
         .as_deref()
         .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
@@ -83,8 +77,7 @@ pub fn check(req: &Request, allowed: &[String]) -> Verdict {
                 "a state-changing request from another site (origin `{o}`) is refused; list the origin with --allowed-origins to allow it"
             ));
         }
-        let cross = req
-            .header("sec-fetch-site")
+        let cross = super::header(req, header::HeaderName::from_static("sec-fetch-site"))
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("cross-site"));
         if cross {
             return refuse(

@@ -142,7 +142,7 @@ impl<'a> ApiExtractor<'a> for Form {
         _: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
         let state = app_state(req);
-        let ctype = req.header("content-type").unwrap_or("");
+        let ctype = crate::http::header(req, poem::http::header::CONTENT_TYPE).unwrap_or("");
         if !ctype
             .to_ascii_lowercase()
             .starts_with("multipart/form-data")
