@@ -5,6 +5,10 @@
 //! writer only signals that it committed, and the copying runs beside it (a `PASSIVE`
 //! checkpoint takes no lock a writer or a reader needs). The writer's own automatic
 //! checkpoint stays, at a higher threshold, for when this thread falls behind.
+//!
+//! Before each checkpoint the thread ends the read snapshots that point readers keep past a
+//! write ([`super::near::Readers::release_stale`]): the log can be copied back only up to the
+//! oldest snapshot still held.
 
 use rusqlite::Connection;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -23,12 +27,13 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts checkpointing with `conn`, a connection to the database of its own.
-    pub fn start(conn: Connection) -> std::io::Result<Checkpointer> {
+    /// Starts checkpointing with `conn`, a connection to the database of its own;
+    /// `release` runs before each checkpoint.
+    pub fn start(conn: Connection, release: Release) -> std::io::Result<Checkpointer> {
         let (commits, rx) = sync_channel(1);
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
-            .spawn(move || run(conn, rx))?;
+            .spawn(move || run(conn, rx, release))?;
         Ok(Checkpointer { commits })
     }
 
@@ -39,13 +44,17 @@ impl Checkpointer {
     }
 }
 
-fn run(conn: Connection, commits: Receiver<()>) {
+/// What ends the snapshots that would hold a checkpoint back.
+pub type Release = Box<dyn Fn() + Send>;
+
+fn run(conn: Connection, commits: Receiver<()>, release: Release) {
     while commits.recv().is_ok() {
         std::thread::sleep(GATHER);
         match commits.try_recv() {
             Ok(()) | Err(TryRecvError::Empty) => {}
             Err(TryRecvError::Disconnected) => return,
         }
+        release();
         // (busy, pages in the log, pages copied): nothing to do with them, a later
         // checkpoint copies what this one could not.
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {

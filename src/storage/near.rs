@@ -4,28 +4,59 @@
 //! hand-off cost more than the read itself (a row by its key is a few microseconds, the two
 //! thread switches several times that). The writer already runs inline in the same way; list
 //! pages and counts, which may visit many rows, keep their own lane.
+//!
+//! A connection keeps its read transaction (its snapshot of the database) from one read to the
+//! next while nothing was written: starting one takes the write-ahead log's shared-memory
+//! locks, a large part of a read by id. This process is the database's only writer, and each
+//! release of its writer counts one more write ([`Near::written`]); a read after a write
+//! starts a new snapshot, so it sees the write. A snapshot is also renewed once it is
+//! [`Near::max_age`] old, so a write by another process (the `sqlite3` shell) is seen within
+//! that time, and the checkpointing thread ends the snapshots that writes left behind
+//! ([`Readers::release_stale`]): a held snapshot would keep the log from being copied back.
 
 use rusqlite::Connection;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 /// Opens one more read connection to the database.
 type Open = Box<dyn Fn() -> rusqlite::Result<Connection> + Send + Sync>;
 
-/// One database's point reads: how to open a connection for a thread, and the schema version
-/// whose change makes every thread drop its cached statements.
+/// One database's point reads: how to open a connection for a thread, the schema version whose
+/// change makes every thread drop its cached statements, and the read connections.
 pub struct Near {
     /// Its identity among the databases a thread reads, alive as long as this value.
     id: Arc<()>,
     open: Open,
     schema: Arc<AtomicU64>,
+    readers: Arc<Readers>,
+    max_age: Duration,
+}
+
+/// The read connections of one database, for the thread that ends their snapshots.
+pub struct Readers {
+    all: Mutex<Vec<Weak<Mutex<Reader>>>>,
+    /// Writes so far: bumped by the writer after each release ([`Readers::wrote`]).
+    written: AtomicU64,
+}
+
+/// A read connection and the snapshot it holds.
+struct Reader {
+    conn: Connection,
+    snapshot: Option<Snapshot>,
+}
+
+/// A read transaction kept open: the writes counted when it began, and when.
+struct Snapshot {
+    written: u64,
+    since: Instant,
 }
 
 /// A thread's connection to one database.
 struct Held {
     owner: Weak<()>,
-    conn: Connection,
+    reader: Arc<Mutex<Reader>>,
     seen: u64,
 }
 
@@ -33,13 +64,88 @@ thread_local! {
     static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
 }
 
+fn lock(reader: &Mutex<Reader>) -> MutexGuard<'_, Reader> {
+    reader.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Readers {
+    /// Counts a write: every read that starts after this sees it.
+    pub fn wrote(&self) {
+        self.written.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Ends each snapshot that began before the latest write, except those being read (they
+    /// end at their thread's next read). Connections of threads that ended are forgotten.
+    pub fn release_stale(&self) {
+        let now = self.written.load(Ordering::Acquire);
+        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|w| {
+            let Some(reader) = w.upgrade() else {
+                return false;
+            };
+            if let Ok(mut r) = reader.try_lock()
+                && r.snapshot.as_ref().is_some_and(|s| s.written != now)
+            {
+                r.end();
+            }
+            true
+        });
+    }
+}
+
+impl Reader {
+    /// Makes the connection's snapshot current: kept while no write was counted since it
+    /// began and it is younger than `max_age`, else ended and a new one begun (it takes its
+    /// view of the database at the first read).
+    fn fresh(&mut self, written: u64, max_age: Duration) -> rusqlite::Result<()> {
+        if let Some(s) = &self.snapshot {
+            if s.written == written && s.since.elapsed() < max_age && !self.conn.is_autocommit() {
+                return Ok(());
+            }
+            self.end();
+        }
+        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        self.snapshot = Some(Snapshot {
+            written,
+            since: Instant::now(),
+        });
+        Ok(())
+    }
+
+    /// Ends the snapshot, if one is held.
+    fn end(&mut self) {
+        if self.snapshot.take().is_none() || self.conn.is_autocommit() {
+            return;
+        }
+        let ended = self
+            .conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut st| st.execute([]));
+        if ended.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
 impl Near {
-    pub fn new(open: Open, schema: Arc<AtomicU64>) -> Near {
+    /// Point reads on connections `open` makes; a snapshot is kept at most `max_age`.
+    pub fn new(open: Open, schema: Arc<AtomicU64>, max_age: Duration) -> Near {
         Near {
             id: Arc::new(()),
             open,
             schema,
+            readers: Arc::new(Readers {
+                all: Mutex::new(Vec::new()),
+                written: AtomicU64::new(0),
+            }),
+            max_age,
         }
+    }
+
+    /// The read connections, for the writer to count its writes and the checkpointing
+    /// thread to end snapshots.
+    pub fn readers(&self) -> Arc<Readers> {
+        self.readers.clone()
     }
 
     /// Runs `f` on this thread's connection to the database, opening it first if needed;
@@ -48,28 +154,50 @@ impl Near {
         HELD.with(|held| {
             let mut held = held.borrow_mut();
             held.retain(|h| h.owner.strong_count() > 0);
-            let now = self.schema.load(Ordering::Acquire);
             let i = match held
                 .iter()
                 .position(|h| std::ptr::eq(h.owner.as_ptr(), Arc::as_ptr(&self.id)))
             {
                 Some(i) => i,
                 None => {
-                    held.push(Held {
-                        owner: Arc::downgrade(&self.id),
-                        conn: (self.open)()?,
-                        seen: now,
-                    });
+                    held.push(self.hold()?);
                     held.len() - 1
                 }
             };
             let h = &mut held[i];
+            let mut reader = lock(&h.reader);
+            let now = self.schema.load(Ordering::Acquire);
             if h.seen != now {
-                h.conn.flush_prepared_statement_cache();
+                reader.end();
+                reader.conn.flush_prepared_statement_cache();
                 h.seen = now;
             }
-            let conn = &h.conn;
-            Ok(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).ok())
+            let written = self.readers.written.load(Ordering::Acquire);
+            reader.fresh(written, self.max_age)?;
+            let conn = &reader.conn;
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).ok();
+            if out.is_none() {
+                reader.end();
+            }
+            Ok(out)
+        })
+    }
+
+    /// A new connection for this thread, known to the checkpointing thread.
+    fn hold(&self) -> rusqlite::Result<Held> {
+        let reader = Arc::new(Mutex::new(Reader {
+            conn: (self.open)()?,
+            snapshot: None,
+        }));
+        self.readers
+            .all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(&reader));
+        Ok(Held {
+            owner: Arc::downgrade(&self.id),
+            reader,
+            seen: self.schema.load(Ordering::Acquire),
         })
     }
 }
@@ -79,13 +207,27 @@ mod tests {
     use super::*;
 
     fn near(dir: &std::path::Path, schema: &Arc<AtomicU64>) -> Near {
+        near_aged(dir, schema, Duration::from_secs(3600))
+    }
+
+    fn near_aged(dir: &std::path::Path, schema: &Arc<AtomicU64>, max_age: Duration) -> Near {
         let path = dir.join("t.db");
         let c = Connection::open(&path).unwrap();
         c.execute_batch(
             "PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER); INSERT INTO t VALUES (1);",
         )
         .unwrap();
-        Near::new(Box::new(move || Connection::open(&path)), schema.clone())
+        Near::new(
+            Box::new(move || Connection::open(&path)),
+            schema.clone(),
+            max_age,
+        )
+    }
+
+    /// Adds `v` to the table through a connection of its own, as the writer does.
+    fn write(dir: &std::path::Path, v: i64) {
+        let writer = Connection::open(dir.join("t.db")).unwrap();
+        writer.execute("INSERT INTO t VALUES (?1)", [v]).unwrap();
     }
 
     fn held() -> usize {
@@ -105,8 +247,8 @@ mod tests {
         let schema = Arc::new(AtomicU64::new(0));
         let n = near(dir.path(), &schema);
         assert_eq!(n.run(sum).unwrap(), Some(1));
-        let writer = Connection::open(dir.path().join("t.db")).unwrap();
-        writer.execute("INSERT INTO t VALUES (41)", []).unwrap();
+        write(dir.path(), 41);
+        n.readers().wrote();
         assert_eq!(n.run(sum).unwrap(), Some(42));
         assert_eq!(held(), 1);
         // Another thread opens a connection of its own.
@@ -142,5 +284,75 @@ mod tests {
         let d = root.join(name);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn a_snapshot_is_kept_until_a_write_is_counted_or_it_is_too_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near(dir.path(), &schema);
+        assert_eq!(n.run(sum).unwrap(), Some(1));
+        // Written by another process: not seen by the snapshot held since the last read.
+        write(dir.path(), 1);
+        assert_eq!(n.run(sum).unwrap(), Some(1));
+        n.readers().wrote();
+        assert_eq!(n.run(sum).unwrap(), Some(2));
+
+        let aged = near_aged(&subdir(dir.path(), "aged"), &schema, Duration::ZERO);
+        assert_eq!(aged.run(sum).unwrap(), Some(1));
+        write(&dir.path().join("aged"), 1);
+        assert_eq!(
+            aged.run(sum).unwrap(),
+            Some(2),
+            "a snapshot of age 0 is renewed"
+        );
+    }
+
+    #[test]
+    fn the_checkpointing_thread_ends_snapshots_a_write_left_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near(dir.path(), &schema);
+        assert_eq!(n.run(sum).unwrap(), Some(1));
+        write(dir.path(), 1);
+        let checkpoint = || -> (i64, i64) {
+            let c = Connection::open(dir.path().join("t.db")).unwrap();
+            c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(1)?, r.get(2)?))
+            })
+            .unwrap()
+        };
+        // The held snapshot predates the write: the log cannot all be copied back.
+        let (logged, copied) = checkpoint();
+        assert!(copied < logged, "{copied} of {logged} pages copied");
+        let readers = n.readers();
+        readers.release_stale();
+        let (logged, copied) = checkpoint();
+        assert!(copied < logged, "no write counted: the snapshot stays");
+        std::thread::spawn(move || {
+            readers.wrote();
+            readers.release_stale();
+        })
+        .join()
+        .unwrap();
+        let (logged, copied) = checkpoint();
+        assert_eq!(copied, logged, "the snapshot ended");
+        assert_eq!(n.run(sum).unwrap(), Some(2));
+    }
+
+    #[test]
+    fn a_panic_ends_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near(dir.path(), &schema);
+        let read_then_panic = |c: &Connection| -> i64 {
+            if sum(c) > 0 {
+                panic!("a read failed");
+            }
+            0
+        };
+        assert_eq!(n.run(read_then_panic).unwrap(), None);
+        write(dir.path(), 1);
+        assert_eq!(n.run(sum).unwrap(), Some(2));
     }
 }

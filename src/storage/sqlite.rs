@@ -5,7 +5,7 @@
 //! point reads run inline on the calling task, writes under the writer's lock.
 
 use super::lanes::Lane;
-use super::near::Near;
+use super::near::{Near, Readers};
 use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, entity, sql::Dialect};
 use crate::decimal;
 use crate::schema::ColType;
@@ -19,6 +19,9 @@ use std::time::Duration;
 
 /// Page cache of each thread's point-read connection.
 const POINT_CACHE_KIB: i64 = 2048;
+/// How long a point-read connection keeps its snapshot while this process writes nothing:
+/// a write by another process is seen within this time.
+const POINT_SNAPSHOT_AGE: Duration = Duration::from_millis(10);
 /// Threads (and connections) of the list lane, which runs at a lower priority.
 const LIST_READERS: usize = 2;
 const LIST_NICE: i32 = 10;
@@ -28,7 +31,7 @@ pub struct SqliteStorage {
     lists: Lane,
     /// Bumped after DDL so the lanes drop their cached statements.
     schema: Arc<AtomicU64>,
-    writer: Arc<tokio::sync::Mutex<Connection>>,
+    writer: Writer,
     checkpoints: Arc<super::checkpoint::Checkpointer>,
     /// Bumped after each commit that logged changes (see [`super::live`]).
     live_signal: Arc<tokio::sync::watch::Sender<u64>>,
@@ -142,19 +145,29 @@ impl SqliteStorage {
             "wal_autocheckpoint",
             super::checkpoint::WRITER_THRESHOLD,
         )?;
-        let checkpoints = super::checkpoint::Checkpointer::start(open(&path, 512, None)?)?;
+        let schema = Arc::new(AtomicU64::new(0));
+        let point_path = path.clone();
+        let points = Near::new(
+            Box::new(move || open(&point_path, POINT_CACHE_KIB, None)),
+            schema.clone(),
+            POINT_SNAPSHOT_AGE,
+        );
+        let readers = points.readers();
+        let checkpoints = super::checkpoint::Checkpointer::start(
+            open(&path, 512, None)?,
+            Box::new(move || readers.release_stale()),
+        )?;
         let readers = |n: usize, cache_kib: i64| {
             (0..n)
                 .map(|_| open(&path, cache_kib, None))
                 .collect::<rusqlite::Result<Vec<_>>>()
         };
-        let schema = Arc::new(AtomicU64::new(0));
-        let point_path = path.clone();
         Ok(SqliteStorage {
-            points: Near::new(
-                Box::new(move || open(&point_path, POINT_CACHE_KIB, None)),
-                schema.clone(),
-            ),
+            writer: Writer {
+                conn: Arc::new(tokio::sync::Mutex::new(writer)),
+                readers: points.readers(),
+            },
+            points,
             lists: Lane::start(
                 "list",
                 readers(LIST_READERS, 8192)?,
@@ -162,7 +175,6 @@ impl SqliteStorage {
                 LIST_NICE,
             )?,
             schema,
-            writer: Arc::new(tokio::sync::Mutex::new(writer)),
             checkpoints: Arc::new(checkpoints),
             live_signal: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
@@ -279,9 +291,51 @@ fn fetch_on(c: &Connection, sql: &str, args: &[Value], types: &[ColType]) -> Res
     Ok(out)
 }
 
+/// The writer connection. Each release of it counts as a write for the point readers
+/// ([`Readers::wrote`]), so that a read that starts after it sees what it wrote.
+struct Writer {
+    conn: Arc<tokio::sync::Mutex<Connection>>,
+    readers: Arc<Readers>,
+}
+
+/// The writer, held; counted as a write when let go.
+struct Writing<G: std::ops::Deref<Target = Connection>> {
+    guard: G,
+    readers: Arc<Readers>,
+}
+
+impl Writer {
+    async fn lock(&self) -> Writing<tokio::sync::MutexGuard<'_, Connection>> {
+        Writing {
+            guard: self.conn.lock().await,
+            readers: self.readers.clone(),
+        }
+    }
+
+    async fn lock_owned(&self) -> Writing<tokio::sync::OwnedMutexGuard<Connection>> {
+        Writing {
+            guard: self.conn.clone().lock_owned().await,
+            readers: self.readers.clone(),
+        }
+    }
+}
+
+impl<G: std::ops::Deref<Target = Connection>> std::ops::Deref for Writing<G> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.guard
+    }
+}
+
+impl<G: std::ops::Deref<Target = Connection>> Drop for Writing<G> {
+    fn drop(&mut self) {
+        self.readers.wrote();
+    }
+}
+
 /// A write transaction holding the writer connection until it ends.
 struct SqliteTx {
-    conn: Option<tokio::sync::OwnedMutexGuard<Connection>>,
+    conn: Option<Writing<tokio::sync::OwnedMutexGuard<Connection>>>,
     /// Rows added (or removed) per entity and not yet in `entity_counts`; written before the
     /// transaction commits and before any savepoint statement (so a savepoint's rollback
     /// undoes the counts of its rows with them).
@@ -424,7 +478,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {
-        let guard = self.writer.clone().lock_owned().await;
+        let guard = self.writer.lock_owned().await;
         guard.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
         Ok(Box::new(SqliteTx {
             conn: Some(guard),
@@ -439,7 +493,7 @@ impl Storage for SqliteStorage {
     async fn begin_snapshot(&self) -> Result<Box<dyn Tx>> {
         // A deferred transaction: its first read starts one read transaction, which sees the
         // database as of then until it ends. This process writes nothing meanwhile.
-        let guard = self.writer.clone().lock_owned().await;
+        let guard = self.writer.lock_owned().await;
         guard.execute_batch("BEGIN DEFERRED").map_err(db)?;
         Ok(Box::new(SqliteTx {
             conn: Some(guard),
