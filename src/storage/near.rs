@@ -8,8 +8,10 @@
 //! A connection keeps its read transaction (its snapshot of the database) from one read to the
 //! next while nothing was written: starting one takes the write-ahead log's shared-memory
 //! locks, a large part of a read by id. This process is the database's only writer, and each
-//! release of its writer counts one more write ([`Near::written`]); a read after a write
-//! starts a new snapshot, so it sees the write. A snapshot is also renewed once it is
+//! release of its writer counts one more write ([`Readers::wrote`]); a read after a write runs
+//! on a read transaction of its own, so it sees the write, and keeps no snapshot (under a
+//! stream of writes, held snapshots kept the log from being copied back and reset: it grew to
+//! three times its size, and creates slowed by a sixth). A snapshot is also renewed once it is
 //! [`Near::max_age`] old, so a write by another process (the `sqlite3` shell) is seen within
 //! that time, and the checkpointing thread ends the snapshots that writes left behind
 //! ([`Readers::release_stale`]): a held snapshot would keep the log from being copied back.
@@ -45,6 +47,8 @@ pub struct Readers {
 struct Reader {
     conn: Connection,
     snapshot: Option<Snapshot>,
+    /// The writes counted at this connection's previous read.
+    last_read: u64,
 }
 
 /// A read transaction kept open: the writes counted when it began, and when.
@@ -94,21 +98,31 @@ impl Readers {
 }
 
 impl Reader {
-    /// Makes the connection's snapshot current: kept while no write was counted since it
-    /// began and it is younger than `max_age`, else ended and a new one begun (it takes its
-    /// view of the database at the first read).
+    /// Makes the connection ready for a read. A snapshot is kept while no write was counted
+    /// since it began and it is younger than `max_age`. A read after a write runs on its own
+    /// (in autocommit), so that under writes no snapshot outlives its read and holds the log
+    /// back; the next read with no write before it begins a snapshot again (it takes its view
+    /// of the database at that read).
     fn fresh(&mut self, written: u64, max_age: Duration) -> rusqlite::Result<()> {
+        let quiet = written == self.last_read;
+        self.last_read = written;
         if let Some(s) = &self.snapshot {
-            if s.written == written && s.since.elapsed() < max_age && !self.conn.is_autocommit() {
+            if quiet
+                && s.written == written
+                && s.since.elapsed() < max_age
+                && !self.conn.is_autocommit()
+            {
                 return Ok(());
             }
             self.end();
         }
-        self.conn.prepare_cached("BEGIN")?.execute([])?;
-        self.snapshot = Some(Snapshot {
-            written,
-            since: Instant::now(),
-        });
+        if quiet {
+            self.conn.prepare_cached("BEGIN")?.execute([])?;
+            self.snapshot = Some(Snapshot {
+                written,
+                since: Instant::now(),
+            });
+        }
         Ok(())
     }
 
@@ -188,6 +202,7 @@ impl Near {
         let reader = Arc::new(Mutex::new(Reader {
             conn: (self.open)()?,
             snapshot: None,
+            last_read: self.readers.written.load(Ordering::Acquire),
         }));
         self.readers
             .all
@@ -354,5 +369,28 @@ mod tests {
         assert_eq!(n.run(read_then_panic).unwrap(), None);
         write(dir.path(), 1);
         assert_eq!(n.run(sum).unwrap(), Some(2));
+    }
+
+    #[test]
+    fn a_read_after_a_write_keeps_no_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near(dir.path(), &schema);
+        assert_eq!(n.run(sum).unwrap(), Some(1));
+        write(dir.path(), 1);
+        n.readers().wrote();
+        assert_eq!(n.run(sum).unwrap(), Some(2));
+        write(dir.path(), 1);
+        let c = Connection::open(dir.path().join("t.db")).unwrap();
+        let (logged, copied): (i64, i64) = c
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(copied, logged, "no snapshot holds the log back");
+        // With no write counted since, the next read keeps its snapshot again.
+        assert_eq!(n.run(sum).unwrap(), Some(3));
+        write(dir.path(), 1);
+        assert_eq!(n.run(sum).unwrap(), Some(3));
     }
 }
