@@ -468,3 +468,73 @@ async fn a_fifth_entity_needs_only_yaml() {
     assert_eq!(r.headers()["x-total-count"], "1");
     app.stop().await;
 }
+
+/// Point reads keep a snapshot between reads while nothing is written (SQLite): a read on
+/// another connection, right after a write's answer, still sees the write, while a third
+/// connection keeps reading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_right_after_a_write_sees_it_on_another_connection() {
+    let app = spawn_app().await;
+    let first = app
+        .create("campaigns", json!({"name": "read all the time"}))
+        .await;
+    let busy_url = app.url(&format!("/campaigns/{}", first["id"]));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut reads = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = client
+                    .get(&busy_url)
+                    .basic_auth("admin", Some(ADMIN_PASSWORD))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let reader = reqwest::Client::new();
+    let read = |id: i64| {
+        reader
+            .get(app.url(&format!("/campaigns/{id}")))
+            .basic_auth("admin", Some(ADMIN_PASSWORD))
+            .send()
+    };
+    for i in 0..150 {
+        let c = app
+            .create("campaigns", json!({"name": format!("n{i}")}))
+            .await;
+        let id = c["id"].as_i64().unwrap();
+        let (s, got) = json(read(id).await.unwrap()).await;
+        assert_eq!(
+            (s, &got["name"]),
+            (200, &json!(format!("n{i}"))),
+            "create {i}"
+        );
+        let s = app
+            .admin(Method::PUT, &format!("/campaigns/{id}"))
+            .json(&json!({"description": format!("v{i}")}))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(s, 200);
+        let (_, got) = json(read(id).await.unwrap()).await;
+        assert_eq!(got["description"], json!(format!("v{i}")), "update {i}");
+        let s = app
+            .admin(Method::DELETE, &format!("/campaigns/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(s, 200);
+        assert_eq!(read(id).await.unwrap().status(), 404, "delete {i}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(busy.await.unwrap() > 0);
+}
