@@ -8,10 +8,12 @@
 //!
 //! Before each checkpoint the thread ends the read snapshots that point readers keep past a
 //! write ([`super::near::Readers::release_stale`]): the log can be copied back only up to the
-//! oldest snapshot still held.
+//! oldest snapshot still held. It also ends old snapshots every [`SWEEP`] while nothing is
+//! committed, so that a thread gone idle holds none back from another process's checkpoint
+//! (Litestream's).
 
 use rusqlite::Connection;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::time::Duration;
 
 /// Pages in the log past which the writer checkpoints by itself (SQLite's default is 1,000).
@@ -20,6 +22,9 @@ pub const WRITER_THRESHOLD: u32 = 8000;
 /// How long the thread waits after a commit for the ones that follow, so that a run of
 /// commits is checkpointed once.
 const GATHER: Duration = Duration::from_millis(20);
+
+/// How often the thread ends old read snapshots while nothing is committed.
+const SWEEP: Duration = Duration::from_millis(100);
 
 /// The checkpointing thread; it ends when this is dropped.
 pub struct Checkpointer {
@@ -48,7 +53,15 @@ impl Checkpointer {
 pub type Release = Box<dyn Fn() + Send>;
 
 fn run(conn: Connection, commits: Receiver<()>, release: Release) {
-    while commits.recv().is_ok() {
+    loop {
+        match commits.recv_timeout(SWEEP) {
+            Ok(()) => {}
+            Err(RecvTimeoutError::Timeout) => {
+                release();
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
         std::thread::sleep(GATHER);
         match commits.try_recv() {
             Ok(()) | Err(TryRecvError::Empty) => {}
@@ -60,5 +73,30 @@ fn run(conn: Connection, commits: Receiver<()>, release: Release) {
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
             tracing::warn!(error = %e, "checkpoint of the write-ahead log failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn snapshots_are_released_while_nothing_is_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("t.db")).unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let checkpoints = Checkpointer::start(
+            conn,
+            Box::new(move || {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }),
+        )
+        .unwrap();
+        std::thread::sleep(SWEEP * 4);
+        assert!(calls.load(Ordering::Relaxed) >= 1);
+        drop(checkpoints);
     }
 }

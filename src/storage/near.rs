@@ -11,10 +11,11 @@
 //! release of its writer counts one more write ([`Readers::wrote`]); a read after a write runs
 //! on a read transaction of its own, so it sees the write, and keeps no snapshot (under a
 //! stream of writes, held snapshots kept the log from being copied back and reset: it grew to
-//! three times its size, and creates slowed by a sixth). A snapshot is also renewed once it is
-//! [`Near::max_age`] old, so a write by another process (the `sqlite3` shell) is seen within
-//! that time, and the checkpointing thread ends the snapshots that writes left behind
-//! ([`Readers::release_stale`]): a held snapshot would keep the log from being copied back.
+//! three times its size, and creates slowed by a sixth). A snapshot is renewed once it is as
+//! old as [`Near::new`] was told, so a read that starts that long after a write by another
+//! process (the `sqlite3` shell) sees it. The checkpointing thread ends the snapshots that
+//! writes left behind and those that old on idle threads ([`Readers::release_stale`]): a held
+//! snapshot keeps the log from being copied back, by this process or by another (Litestream).
 
 use rusqlite::Connection;
 use std::cell::RefCell;
@@ -33,7 +34,6 @@ pub struct Near {
     open: Open,
     schema: Arc<AtomicU64>,
     readers: Arc<Readers>,
-    max_age: Duration,
 }
 
 /// The read connections of one database, for the thread that ends their snapshots.
@@ -41,6 +41,8 @@ pub struct Readers {
     all: Mutex<Vec<Weak<Mutex<Reader>>>>,
     /// Writes so far: bumped by the writer after each release ([`Readers::wrote`]).
     written: AtomicU64,
+    /// The longest a snapshot is kept.
+    max_age: Duration,
 }
 
 /// A read connection and the snapshot it holds.
@@ -78,8 +80,9 @@ impl Readers {
         self.written.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Ends each snapshot that began before the latest write, except those being read (they
-    /// end at their thread's next read). Connections of threads that ended are forgotten.
+    /// Ends each snapshot that began before the latest write or is older than the longest a
+    /// snapshot is kept, except those being read (they end at their thread's next read).
+    /// Connections of threads that ended are forgotten.
     pub fn release_stale(&self) {
         let now = self.written.load(Ordering::Acquire);
         let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
@@ -88,7 +91,9 @@ impl Readers {
                 return false;
             };
             if let Ok(mut r) = reader.try_lock()
-                && r.snapshot.as_ref().is_some_and(|s| s.written != now)
+                && r.snapshot
+                    .as_ref()
+                    .is_some_and(|s| s.written != now || s.since.elapsed() >= self.max_age)
             {
                 r.end();
             }
@@ -151,8 +156,8 @@ impl Near {
             readers: Arc::new(Readers {
                 all: Mutex::new(Vec::new()),
                 written: AtomicU64::new(0),
+                max_age,
             }),
-            max_age,
         }
     }
 
@@ -187,7 +192,7 @@ impl Near {
                 h.seen = now;
             }
             let written = self.readers.written.load(Ordering::Acquire);
-            reader.fresh(written, self.max_age)?;
+            reader.fresh(written, self.readers.max_age)?;
             let conn = &reader.conn;
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).ok();
             if out.is_none() {
@@ -392,5 +397,28 @@ mod tests {
         assert_eq!(n.run(sum).unwrap(), Some(3));
         write(dir.path(), 1);
         assert_eq!(n.run(sum).unwrap(), Some(3));
+    }
+
+    #[test]
+    fn an_old_snapshot_is_ended_on_an_idle_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near_aged(dir.path(), &schema, Duration::from_secs(1));
+        assert_eq!(n.run(sum).unwrap(), Some(1));
+        write(dir.path(), 1);
+        let checkpoint = || -> (i64, i64) {
+            let c = Connection::open(dir.path().join("t.db")).unwrap();
+            c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(1)?, r.get(2)?))
+            })
+            .unwrap()
+        };
+        n.readers().release_stale();
+        let (logged, copied) = checkpoint();
+        assert!(copied < logged, "a young snapshot stays");
+        std::thread::sleep(Duration::from_millis(1100));
+        n.readers().release_stale();
+        let (logged, copied) = checkpoint();
+        assert_eq!(copied, logged, "an old one ends");
     }
 }
