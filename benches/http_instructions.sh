@@ -21,18 +21,15 @@
 #     benches/http_instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 DURATION="${DURATION:-5s}"
 PORT="${PORT:-18195}"
 command -v valgrind >/dev/null || { echo "install valgrind (apt-get install valgrind)" >&2; exit 1; }
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
-BIN="${BIN:-}"
 MIN_BIN="${MIN_BIN:-}"
 COMPARE_BIN="${COMPARE_BIN:-}"
 target="${CARGO_TARGET_DIR:-target}/release"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet --bin entiserve
-  BIN="$target/entiserve"
-fi
+entiserve_bin
 if [ -z "$MIN_BIN" ]; then
   cargo build --release --quiet --example min_poem
   MIN_BIN="$target/examples/min_poem"

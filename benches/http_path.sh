@@ -22,6 +22,7 @@
 #   LAYERS=1 benches/http_path.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 RUNS="${RUNS:-5}"
 DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-2s}"
@@ -32,13 +33,9 @@ COMPARE_BIN="${COMPARE_BIN:-}"
 LAYERS="${LAYERS:-}"
 LAYER_PORT="${LAYER_PORT:-18184}"
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
-BIN="${BIN:-}"
 MIN_BIN="${MIN_BIN:-}"
 target="${CARGO_TARGET_DIR:-target}/release"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet
-  BIN="$target/entiserve"
-fi
+entiserve_bin
 if [ -z "$MIN_BIN" ]; then
   cargo build --release --quiet --example min_poem
   MIN_BIN="$target/examples/min_poem"

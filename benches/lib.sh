@@ -8,3 +8,12 @@ wait_healthz() {
   cat "$2" >&2
   exit 1
 }
+
+# entiserve_bin: leaves BIN as it is when it is set; otherwise builds the release binary (unless
+# NO_BUILD=1, which takes it as it is) and sets BIN to it.
+entiserve_bin() {
+  BIN="${BIN:-}"
+  [ -n "$BIN" ] && return 0
+  [ "${NO_BUILD:-0}" = 1 ] || cargo build --release --quiet --bin entiserve
+  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
+}

@@ -48,6 +48,7 @@
 # IDLE_SUBS + 4096 for the servers and the subscribers it starts; nothing else system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 if [ "${SMALL:-0}" = 1 ]; then
   RUNS="${RUNS:-3}"; CREATES="${CREATES:-20}"; IDLE_SUBS="${IDLE_SUBS:-2000}"
   UPLOAD_ROWS="${UPLOAD_ROWS:-100000}"
@@ -107,11 +108,7 @@ if [ "$PB" = 1 ]; then
   pb_version=$("$PB_BIN" --version | awk '{print $NF}')
 fi
 if [ "$ES" = 1 ]; then
-  BIN="${BIN:-}"
-  if [ -z "$BIN" ]; then
-    cargo build --release --quiet
-    BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-  fi
+  entiserve_bin
   es_version=$("$BIN" --version 2>/dev/null | awk '{print $NF}' || true)
 fi
 

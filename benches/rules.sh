@@ -31,6 +31,7 @@
 #   PORT (18211).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 if [ "${SMALL:-0}" = 1 ]; then
   ROWS="${ROWS:-20000}"; RUNS="${RUNS:-3}"; DURATION="${DURATION:-3s}"
 fi
@@ -56,11 +57,7 @@ if [ "$pg" = 1 ]; then
   command -v psql >/dev/null || { echo "install psql (postgresql-client)" >&2; exit 1; }
 fi
 [ "$ROWS" -ge 20000 ] || { echo "ROWS must be at least 20000 (200 notes a user)" >&2; exit 1; }
-BIN="${BIN:-}"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet
-  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-fi
+entiserve_bin
 dir=$(mktemp -d)
 pid=
 scratch=

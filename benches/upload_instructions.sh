@@ -12,14 +12,11 @@
 #   ROWS=20000 BIN=/path/entiserve COMPARE_BIN=/path/older/entiserve benches/upload_instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 ROWS="${ROWS:-50000}"
 PORT="${PORT:-18193}"
 command -v valgrind >/dev/null || { echo "install valgrind (apt-get install valgrind)" >&2; exit 1; }
-BIN="${BIN:-}"
-if [ -z "$BIN" ]; then
-  cargo build --release --quiet
-  BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
-fi
+entiserve_bin
 COMPARE_BIN="${COMPARE_BIN:-}"
 work=$(mktemp -d)
 pid=""
