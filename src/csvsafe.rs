@@ -31,6 +31,12 @@ pub fn unescape(s: &str) -> &str {
     }
 }
 
+/// Whether a cell is echoed as it is: it starts with neither a formula character nor `'`, so
+/// that [`unescape`], then [`escape`] or [`escape_plain`], give it back unchanged.
+pub fn kept(cell: &str) -> bool {
+    !cell.starts_with(|c: char| triggers(c) || c == '\'')
+}
+
 /// The cell of a value that is not text (a number, a date, an id): a plain number such as
 /// `-5` or `-1.5e3` stays as it is, since a spreadsheet reads it as that number; anything else
 /// is escaped like text.
@@ -59,6 +65,20 @@ mod tests {
         for s in ["", "plain", "a=b", " =x", "1", "x'"] {
             assert_eq!(escape(s), s, "{s:?}");
         }
+    }
+
+    #[test]
+    fn kept_cells_are_their_own_echo() {
+        for s in [
+            "", "plain", "a=b", " =x", "1", "x'", "-5", "+1", "=1", "'a", "''", "\tx", "@a",
+        ] {
+            if kept(s) {
+                assert_eq!(escape(unescape(s)), s, "{s:?}");
+                assert_eq!(escape_plain(unescape(s)), s, "{s:?}");
+            }
+        }
+        assert!(kept("plain") && kept(""));
+        assert!(!kept("-5") && !kept("'a") && !kept("=1"));
     }
 
     #[test]

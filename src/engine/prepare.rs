@@ -53,25 +53,30 @@ impl Prepared {
 
 /// Converts string parameters (query string, form, CSV cells) to the fields' JSON types.
 /// Names that are not fields are passed through untouched, for validation to name them.
-pub fn coerce_strings(
+/// Names and values may be borrowed (CSV cells): only what the parameters keep is copied.
+pub fn coerce_strings<K, V>(
     e: &Entity,
-    params: impl IntoIterator<Item = (String, String)>,
-) -> Result<Map<String, Json>, CallError> {
+    params: impl IntoIterator<Item = (K, V)>,
+) -> Result<Map<String, Json>, CallError>
+where
+    K: AsRef<str> + Into<String>,
+    V: AsRef<str> + Into<String>,
+{
     // Sized for every field at once: growing the map rehashes its keys.
     let mut out = Map::with_capacity(e.fields.len());
     let mut bad = BTreeMap::new();
     for (k, v) in params {
-        match e.field(&k) {
+        match e.field(k.as_ref()) {
             Some(f) => match value::coerce_string(&f.ty, v) {
                 Ok(j) => {
-                    out.insert(k, j);
+                    out.insert(k.into(), j);
                 }
                 Err(msg) => {
-                    bad.insert(k, msg);
+                    bad.insert(k.into(), msg);
                 }
             },
             None => {
-                out.insert(k, Json::String(v));
+                out.insert(k.into(), Json::String(v.into()));
             }
         }
     }

@@ -35,11 +35,14 @@ pub fn coerce_str(ty: &FieldType, s: &str) -> Result<Json, String> {
     }
 }
 
-/// [`coerce_str`] of an owned string: text is kept as it is, not copied.
-pub fn coerce_string(ty: &FieldType, s: String) -> Result<Json, String> {
+/// [`coerce_str`] of a string that may be owned: owned text is kept as it is, not copied, and
+/// a value of another type is read where it is.
+pub fn coerce_string(ty: &FieldType, s: impl AsRef<str> + Into<String>) -> Result<Json, String> {
     match ty {
-        FieldType::String | FieldType::Text if !s.contains('\0') => Ok(Json::String(s)),
-        _ => coerce_str(ty, &s),
+        FieldType::String | FieldType::Text if !s.as_ref().contains('\0') => {
+            Ok(Json::String(s.into()))
+        }
+        _ => coerce_str(ty, s.as_ref()),
     }
 }
 

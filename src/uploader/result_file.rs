@@ -23,8 +23,8 @@ pub(super) struct Lines<'a> {
     pub tails: Option<&'a Tails>,
 }
 
-/// The result cells of each record of a chunk that follow `res` and `id`, rendered on the
-/// preparing thread while the chunk before runs: when the upload has neither column (the
+/// The result cells of each record of a chunk that follow `res` and `id`, rendered by the
+/// reader (or, for a chunk read again, the preparing stage) while the chunk before runs: when the upload has neither column (the
 /// result puts both first), is UTF-8 and no hook changes cells, all that is left to write
 /// once a row ran is its `res` and `id`.
 pub(super) struct Tails {
@@ -53,21 +53,28 @@ impl Tails {
         records: &[csv::StringRecord],
         separator: u8,
     ) -> Result<Tails, StorageError> {
+        let mut bytes = Vec::with_capacity(records.len() * 64);
+        let mut ends = Vec::with_capacity(records.len());
+        // The records whose cells are not all echoed as they are go through a CSV writer;
+        // `copied` is how much of what it wrote is in `bytes` already.
         let mut w = csv::WriterBuilder::new()
             .delimiter(separator)
             .terminator(csv::Terminator::CRLF)
-            .from_writer(Vec::with_capacity(records.len() * 64));
-        let mut ends = Vec::with_capacity(records.len());
+            .from_writer(Vec::new());
+        let mut copied = 0;
         for rec in records {
-            // The empty first field stands for what comes before: the record starts with
-            // its separator.
-            let cells = rows::result_cells(cols, rec, Some(""), None);
-            w.write_record(cells[1..].iter().map(|c| c.as_bytes()))
-                .map_err(io_err)?;
-            w.flush().map_err(io_err)?;
-            ends.push(w.get_ref().len());
+            if !rows::push_tail_as_is(&mut bytes, cols, rec, separator) {
+                // The empty first field stands for what comes before: the record starts with
+                // its separator.
+                let cells = rows::result_cells(cols, rec, Some(""), None);
+                w.write_record(cells[1..].iter().map(|c| c.as_bytes()))
+                    .map_err(io_err)?;
+                w.flush().map_err(io_err)?;
+                bytes.extend_from_slice(&w.get_ref()[copied..]);
+                copied = w.get_ref().len();
+            }
+            ends.push(bytes.len());
         }
-        let bytes = w.into_inner().map_err(io_err)?;
         Ok(Tails { bytes, ends })
     }
 
@@ -110,7 +117,7 @@ impl Lines<'_> {
                         let internal = Err(CallError::Internal);
                         let o = outcomes.next().unwrap_or(&internal);
                         let (res, new_id) = self.ran(line, o, *fills_id, &mut lines);
-                        let mut cells = rows::result_cells(cols, rec, Some(&res), new_id);
+                        let mut cells = rows::result_cells(cols, rec, Some(&*res), new_id);
                         if o.is_ok()
                             && let Some(changes) = self.changed_cells.get(i)
                         {
@@ -141,7 +148,7 @@ impl Lines<'_> {
         o: &crate::engine::Outcome,
         fills_id: bool,
         lines: &mut Vec<String>,
-    ) -> (String, Option<i64>) {
+    ) -> (std::borrow::Cow<'static, str>, Option<i64>) {
         let (status, res) = rows::res_of(o);
         let new_id = match o {
             Ok(obj) if fills_id => crate::engine::outcome_id(obj),
@@ -176,8 +183,7 @@ impl Lines<'_> {
                     text.push(plan.layout.separator);
                     // Digits: never quoted.
                     if let Some(n) = new_id {
-                        use std::io::Write;
-                        write!(text, "{n}").map_err(io_err)?;
+                        text.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
                     }
                 }
             }
@@ -287,7 +293,7 @@ mod tests {
         for separator in [b',', b';'] {
             let plan: Plan = serde_json::from_value(json!({
                 "entity": "campaigns", "encoding": "UTF-8",
-                "layout": {"header": ["op", "name", "note", "n"], "separator": separator, "rows": 5, "bom": false},
+                "layout": {"header": ["op", "name", "note", "n"], "separator": separator, "rows": 8, "bom": false},
                 "utf8_path": "/nonexistent", "file_name": "x.csv",
             }))
             .unwrap();
@@ -305,11 +311,23 @@ mod tests {
                 vec!["c", "a \"quote\"", "line\nbreak", "2"],
                 vec!["u", "=formula", "semi;colon", ""],
                 vec!["c", "", "", "x"],
+                vec!["c", "after the others", "-", "-5"],
+                vec!["c", "as it is", "'", "4"],
+                vec!["c", "as it is", "again", "5"],
             ]
             .into_iter()
             .map(csv::StringRecord::from)
             .collect();
-            let kinds = [Some(true), None, Some(true), Some(false), Some(true)];
+            let kinds = [
+                Some(true),
+                None,
+                Some(true),
+                Some(false),
+                Some(true),
+                Some(true),
+                Some(true),
+                Some(true),
+            ];
             let outcomes: Vec<crate::engine::Outcome> = vec![
                 Ok(json!({"id": 41})),
                 Err(CallError::invalid_field(
@@ -319,6 +337,9 @@ mod tests {
                 // A row of a group of creates: its id alone.
                 Ok(json!(7)),
                 Err(CallError::invalid_field("n", "must be a number")),
+                Ok(json!(8)),
+                Ok(json!(9)),
+                Ok(json!(10)),
             ];
             let tails = Tails::render(&cols, &records, separator).unwrap();
             let lines = |tails| Lines {
@@ -340,7 +361,7 @@ mod tests {
                 String::from_utf8_lossy(&whole.0)
             );
             assert_eq!(ahead.1, whole.1);
-            assert_eq!(whole.0.iter().filter(|b| **b == b'\n').count(), 6);
+            assert_eq!(whole.0.iter().filter(|b| **b == b'\n').count(), 9);
         }
     }
 }

@@ -248,7 +248,7 @@ pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
             .filter(|(_, name)| wanted(name))
             .filter_map(|(i, name)| {
                 let v = csvsafe::unescape(rec.get(i).unwrap_or(""));
-                (!v.is_empty()).then(|| (name.clone(), v.to_string()))
+                (!v.is_empty()).then_some((name, v))
             });
         match prepare::coerce_strings(e, pairs) {
             Ok(p) => params = p,
@@ -271,10 +271,10 @@ pub fn safe_text(s: &str) -> String {
 }
 
 /// The `res` text and the status of a row's outcome.
-pub fn res_of(outcome: &Result<Json, CallError>) -> (u16, String) {
+pub fn res_of(outcome: &Result<Json, CallError>) -> (u16, Cow<'static, str>) {
     match outcome {
-        Ok(_) => (200, "OK".to_string()),
-        Err(e) => (e.status(), safe_text(&e.description())),
+        Ok(_) => (200, Cow::Borrowed("OK")),
+        Err(e) => (e.status(), Cow::Owned(safe_text(&e.description()))),
     }
 }
 
@@ -305,6 +305,38 @@ pub fn changed_cells(
             Some((i + shift, cell))
         })
         .collect()
+}
+
+/// Appends the result cells of `rec` that follow an empty `id` (on an upload with neither
+/// `res` nor `id`), each after a `separator`, then the line's end, when every one is echoed as
+/// it was uploaded: each is [`csvsafe::kept`], and none holds
+/// the separator, a quote or a line break, which the CSV writer would quote. False, with
+/// nothing appended, otherwise. What [`result_cells`] and the CSV writer make of such a
+/// record, without either.
+pub fn push_tail_as_is(
+    bytes: &mut Vec<u8>,
+    cols: &Columns,
+    rec: &csv::StringRecord,
+    separator: u8,
+) -> bool {
+    let start = bytes.len();
+    let quoted = |c: u8| c == separator || matches!(c, b'"' | b'\r' | b'\n');
+    for (i, cell) in rec.iter().enumerate() {
+        bytes.push(separator);
+        if cols.kinds.get(i) == Some(&Kind::Secret) {
+            continue;
+        }
+        // Bitwise or, not `any`: a cell is a few bytes, and a loop without an early exit is
+        // the shorter one.
+        let as_is = csvsafe::kept(cell) && !cell.bytes().fold(false, |q, c| q | quoted(c));
+        if !as_is {
+            bytes.truncate(start);
+            return false;
+        }
+        bytes.extend_from_slice(cell.as_bytes());
+    }
+    bytes.extend_from_slice(b"\r\n");
+    true
 }
 
 /// The result cells of a record: `res` and `id` set, the rest as uploaded (escaped, secrets

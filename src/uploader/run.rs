@@ -97,14 +97,7 @@ pub async fn rows(
         keep::rebuild_result(jobs, &req.rid, &result_path, req.cursor).await?;
     }
     let (out, cursor, unsaved) = reopen_result(&plan, &result_path, &cols, req, parts)?;
-    let (tx_rows, rx_rows) = mpsc::channel::<Vec<csv::StringRecord>>(1);
     let working_copy = keep::working_copy(jobs, &plan).await?;
-    let reader = spawn_reader(
-        working_copy.clone(),
-        plan.layout.separator,
-        req.done as u64,
-        tx_rows,
-    );
     // Why no row runs at all (a bundle's start failed).
     let mut refused: Option<String> = None;
     if plan.bundle.is_some() {
@@ -112,6 +105,14 @@ pub async fn rows(
     }
     let hooks = hooks_of(plugins, &entity, &plan);
     let tails = Tails::possible(&cols, encoding, &hooks).then_some(plan.layout.separator);
+    let (tx_rows, rx_rows) = mpsc::channel::<Read>(1);
+    let reader = spawn_reader(
+        working_copy.clone(),
+        plan.layout.separator,
+        req.done as u64,
+        tx_rows,
+        tails_ahead(cols.clone(), tails),
+    );
     let target = Target {
         engine: jobs.engine.clone(),
         caller: caller.clone(),
@@ -428,13 +429,34 @@ pub(super) async fn start_in(
     Ok(Started::Ran(notes))
 }
 
+/// A chunk of records as the reader sends it, with the tails of their result lines when the
+/// reader renders them (see [`Tails`]).
+pub(super) struct Read {
+    pub records: Vec<csv::StringRecord>,
+    pub tails: Option<Result<Tails, StorageError>>,
+}
+
+/// What the reader of a run sends for each chunk: its records, and their result lines' tails
+/// when the run renders them ahead (`separator`). The reader's thread has the time to spare,
+/// where the preparing stage's is the busiest of the pipeline.
+fn tails_ahead(
+    cols: Columns,
+    separator: Option<u8>,
+) -> impl Fn(Vec<csv::StringRecord>) -> Read + Send + 'static {
+    move |records| Read {
+        tails: separator.map(|s| Tails::render(&cols, &records, s)),
+        records,
+    }
+}
+
 /// Reads the working copy off the async executor, skipping the header and the rows already
-/// done, and sends records in chunks.
-pub(super) fn spawn_reader(
+/// done, and sends records in chunks, each made into what the receiver takes by `make`.
+pub(super) fn spawn_reader<T: Send + 'static>(
     path: std::path::PathBuf,
     separator: u8,
     skip: u64,
-    tx: mpsc::Sender<Vec<csv::StringRecord>>,
+    tx: mpsc::Sender<T>,
+    make: impl Fn(Vec<csv::StringRecord>) -> T + Send + 'static,
 ) -> tokio::task::JoinHandle<Result<(), String>> {
     tokio::task::spawn_blocking(move || {
         let mut r = csv::ReaderBuilder::new()
@@ -452,16 +474,15 @@ pub(super) fn spawn_reader(
                 continue;
             }
             chunk.push(rec);
-            if chunk.len() == CHUNK
-                && tx
-                    .blocking_send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)))
-                    .is_err()
-            {
-                return Ok(());
+            if chunk.len() == CHUNK {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+                if tx.blocking_send(make(full)).is_err() {
+                    return Ok(());
+                }
             }
         }
         if !chunk.is_empty() {
-            let _ = tx.blocking_send(chunk);
+            let _ = tx.blocking_send(make(chunk));
         }
         Ok(())
     })

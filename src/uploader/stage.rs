@@ -1,13 +1,13 @@
 //! The preparing stage of the row pipeline. Three stages run side by side, each on its own
-//! thread: the reader parses the working copy into chunks of records, this stage turns each
-//! chunk into checked engine calls (the bundle's `on_row` hooks, coercion, validation) and
-//! renders what its result lines echo of the upload ([`Tails`]), and the runner writes the
-//! chunk it holds while the next one is prepared. Preparing needs no
-//! transaction, and a chunk that runs again after contention reuses what was prepared.
+//! thread: the reader parses the working copy into chunks of records and renders what their
+//! result lines echo of the upload ([`Tails`]), this stage turns each chunk into checked
+//! engine calls (the bundle's `on_row` hooks, coercion, validation), and the runner writes
+//! the chunk it holds while the next one is prepared. Preparing needs no transaction, and a
+//! chunk that runs again after contention reuses what was prepared.
 
 use super::result_file::Tails;
 use super::rows::Columns;
-use super::run::{CHUNK, Hooks, RowCalls, calls_of};
+use super::run::{CHUNK, Hooks, Read, RowCalls, calls_of};
 use crate::engine::batch::PreparedChunk;
 use crate::engine::{Caller, Engine};
 use crate::schema::Entity;
@@ -67,7 +67,7 @@ pub(super) struct Target {
 impl Stage {
     /// Starts preparing the chunks `rows` receives, one chunk ahead of the runner. The stage
     /// ends when the reader does, or when the runner drops the stage.
-    pub fn spawn(target: Target, mut rows: mpsc::Receiver<Vec<csv::StringRecord>>) -> Stage {
+    pub fn spawn(target: Target, mut rows: mpsc::Receiver<Read>) -> Stage {
         let (tx, rx) = mpsc::channel::<Ready>(1);
         let (spent, mut freed) = mpsc::unbounded_channel::<Spent>();
         let skip = Arc::new(AtomicBool::new(false));
@@ -80,14 +80,14 @@ impl Stage {
         // runner, whose storage calls may not suspend.
         tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            while let Some(records) = rows.blocking_recv() {
+            while let Some(Read { records, tails }) = rows.blocking_recv() {
                 while let Ok(chunk) = freed.try_recv() {
                     drop(chunk);
                 }
                 let work = if skipping.load(Ordering::Relaxed) {
                     None
                 } else {
-                    Some(handle.block_on(prepare(&target, &records)))
+                    Some(handle.block_on(prepare(&target, &records, tails)))
                 };
                 if tx.blocking_send(Ready { records, work }).is_err() {
                     return;
@@ -115,7 +115,7 @@ impl Stage {
     ) -> Result<Work, StorageError> {
         match work {
             Some(w) => w,
-            None => prepare(&self.target, records).await,
+            None => prepare(&self.target, records, None).await,
         }
     }
 
@@ -131,7 +131,13 @@ impl Stage {
     }
 }
 
-async fn prepare(t: &Target, records: &[csv::StringRecord]) -> Result<Work, StorageError> {
+/// The work of a chunk: its calls prepared, and the tails of its result lines, rendered here
+/// unless the reader rendered them (`tails`).
+async fn prepare(
+    t: &Target,
+    records: &[csv::StringRecord],
+    tails: Option<Result<Tails, StorageError>>,
+) -> Result<Work, StorageError> {
     debug_assert!(records.len() <= CHUNK);
     let RowCalls {
         kinds,
@@ -139,9 +145,10 @@ async fn prepare(t: &Target, records: &[csv::StringRecord]) -> Result<Work, Stor
         changed_cells,
     } = calls_of(&t.cols, &t.entity, records, &t.hooks);
     let prepared = t.engine.prepare_chunk(&t.caller, calls).await;
-    let tails = match t.tails {
-        Some(separator) => Some(Tails::render(&t.cols, records, separator)?),
-        None => None,
+    let tails = match (tails, t.tails) {
+        (Some(rendered), _) => Some(rendered?),
+        (None, Some(separator)) => Some(Tails::render(&t.cols, records, separator)?),
+        (None, None) => None,
     };
     Ok(Work {
         kinds,

@@ -329,6 +329,7 @@ impl Whole<'_> {
             plan.layout.separator,
             0,
             tx_rows,
+            |records| records,
         );
         while let Some(records) = rx_rows.recv().await {
             if *self.stop.borrow() {
@@ -406,6 +407,7 @@ impl Whole<'_> {
             plan.layout.separator,
             0,
             tx_rows,
+            |records| records,
         );
         let mut done = 0i64;
         while let Some(records) = rx_rows.recv().await {
