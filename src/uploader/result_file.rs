@@ -24,9 +24,9 @@ pub(super) struct Lines<'a> {
 }
 
 /// The result cells of each record of a chunk that follow `res` and `id`, rendered by the
-/// reader (or, for a chunk read again, the preparing stage) while the chunk before runs: when the upload has neither column (the
-/// result puts both first), is UTF-8 and no hook changes cells, all that is left to write
-/// once a row ran is its `res` and `id`.
+/// reader (or, for a chunk read again, the preparing stage) while the chunk before runs: when
+/// the upload has neither column (the result puts both first), is UTF-8 and no hook changes
+/// cells, all that is left to write once a row ran is its `res` and `id`.
 pub(super) struct Tails {
     /// For each record: a separator, its echoed cells, and the line's end.
     bytes: Vec<u8>,
