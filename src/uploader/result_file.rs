@@ -196,10 +196,7 @@ impl Lines<'_> {
 /// Appends one cell as the CSV writer writes it: as it is, or quoted when it holds the
 /// separator, a quote or a line break.
 fn push_cell(text: &mut Vec<u8>, cell: &str, separator: u8) -> Result<(), StorageError> {
-    if !cell
-        .bytes()
-        .any(|b| matches!(b, b'"' | b'\r' | b'\n') || b == separator)
-    {
+    if !rows::needs_quotes(cell, separator) {
         text.extend_from_slice(cell.as_bytes());
         return Ok(());
     }

@@ -319,16 +319,12 @@ pub fn push_tail_as_is(
     separator: u8,
 ) -> bool {
     let start = bytes.len();
-    let quoted = |c: u8| c == separator || matches!(c, b'"' | b'\r' | b'\n');
     for (i, cell) in rec.iter().enumerate() {
         bytes.push(separator);
         if cols.kinds.get(i) == Some(&Kind::Secret) {
             continue;
         }
-        // Folded without an early exit, unlike `any`: a cell is a few bytes, and this loop
-        // takes fewer instructions (`benches/upload_instructions.sh`).
-        let as_is = csvsafe::kept(cell) && !cell.bytes().fold(false, |q, c| q | quoted(c));
-        if !as_is {
+        if !csvsafe::kept(cell) || needs_quotes(cell, separator) {
             bytes.truncate(start);
             return false;
         }
@@ -336,6 +332,14 @@ pub fn push_tail_as_is(
     }
     bytes.extend_from_slice(b"\r\n");
     true
+}
+
+/// Whether the CSV writer quotes `cell`: it holds the separator, a quote or a line break.
+pub fn needs_quotes(cell: &str, separator: u8) -> bool {
+    let quoted = |c: u8| c == separator || matches!(c, b'"' | b'\r' | b'\n');
+    // Folded without an early exit, unlike `any`: a cell is a few bytes, and this loop takes
+    // fewer instructions (`benches/upload_instructions.sh`).
+    cell.bytes().fold(false, |q, c| q | quoted(c))
 }
 
 /// The result cells of a record: `res` and `id` set, the rest as uploaded (escaped, secrets
