@@ -310,7 +310,7 @@ pub fn changed_cells(
 /// Appends the result cells of `rec` that follow an empty `id` (on an upload with neither
 /// `res` nor `id`), each after a `separator`, then the line's end, when every one is echoed as
 /// it was uploaded: each is [`csvsafe::kept`], and none holds the separator, a quote or a line
-/// break, which the CSV writer would quote. False, with nothing appended, otherwise. What
+/// break, which the CSV writer would quote (a secret cell, written blank, included). False, with nothing appended, otherwise. What
 /// [`result_cells`] and the CSV writer make of such a record, without either.
 pub fn push_tail_as_is(
     bytes: &mut Vec<u8>,
@@ -318,13 +318,20 @@ pub fn push_tail_as_is(
     rec: &csv::StringRecord,
     separator: u8,
 ) -> bool {
+    // One look over all the record's cells at once for what the writer quotes.
+    let cells = rec.as_slice().as_bytes();
+    if memchr::memchr3(b'"', b'\r', b'\n', cells).is_some()
+        || memchr::memchr(separator, cells).is_some()
+    {
+        return false;
+    }
     let start = bytes.len();
     for (i, cell) in rec.iter().enumerate() {
         bytes.push(separator);
         if cols.kinds.get(i) == Some(&Kind::Secret) {
             continue;
         }
-        if !csvsafe::kept(cell) || needs_quotes(cell, separator) {
+        if !csvsafe::kept(cell) {
             bytes.truncate(start);
             return false;
         }

@@ -84,13 +84,17 @@ impl Checker {
                 i += 1;
                 continue;
             }
+            let rest = &text[i..];
+            if let Some(taken) = self.whole_line(rest)? {
+                i += taken;
+                continue;
+            }
             // Runs of bytes that change nothing are skipped at once: inside a quoted field
             // every byte but a quote, inside an unquoted one every byte but the separator, a
             // quote and a line end.
-            let rest = &text[i..];
             let plain = match self.state {
                 _ if self.pending_cr => Some(0),
-                State::Quoted => rest.iter().position(|&b| b == b'"'),
+                State::Quoted => memchr::memchr(b'"', rest),
                 State::Unquoted => {
                     let sep = self.sep.unwrap_or(b',');
                     rest.iter()
@@ -107,6 +111,30 @@ impl Checker {
             i += 1;
         }
         Ok(())
+    }
+
+    /// At the start of a record, a whole line of `text` without a quote or a carriage return
+    /// is the record, checked at once: its fields are its separators and one. The bytes taken
+    /// (the line and its end), or None when the byte-by-byte reading must go on.
+    fn whole_line(&mut self, text: &[u8]) -> Result<Option<usize>, UploadError> {
+        let at_start = self.state == State::FieldStart
+            && self.fields == 0
+            && !self.record_has_content
+            && !self.pending_cr;
+        let Some(end) = memchr::memchr(b'\n', text).filter(|_| at_start) else {
+            return Ok(None);
+        };
+        let line = &text[..end];
+        if memchr::memchr2(b'"', b'\r', line).is_some() {
+            return Ok(None);
+        }
+        if !line.is_empty() {
+            let sep = self.sep.unwrap_or(b',');
+            self.fields = line.iter().filter(|&&b| b == sep).count();
+            self.record_has_content = true;
+        }
+        self.end_record()?;
+        Ok(Some(end + 1))
     }
 
     fn choose_separator(&mut self) {
@@ -341,7 +369,7 @@ mod tests {
 
     #[test]
     fn runs_skipped_at_once_check_as_byte_by_byte() {
-        let texts: [&[u8]; 9] = [
+        let texts: [&[u8]; 14] = [
             b"op;name;description\r\nc;\"a;b\";\"line\nbreak \"\"q\"\"\"\r\n\nc;x;\n",
             b"op,name\nc,a long unquoted value with spaces\nc,\"quoted, with a comma\"\n",
             b"op,name\nc,x\nc,\"open\n",
@@ -351,6 +379,11 @@ mod tests {
             b"op,name\nc,a\rb\n",
             b"op,name\r\nc,\"a\r\nb\"\r\nc,last",
             b"op,name\nc,\"\"\"\"\nc,\"\"\n",
+            b"op,name\nc,x\n\n,\n\nc,y\nc,\"q\"\nc,z\n",
+            b"op,name\nc,x\n,,\nc,y\n",
+            b"op,name\nc,x\nc,y\r\nc,z\n",
+            b"op;name\nc;x,y\nc;\"a\nb\"\nc;z;w\n",
+            b"op,name\nc,x\n\"c\",y\nc",
         ];
         for text in texts {
             let whole = fed(text, text.len().max(1));
