@@ -382,16 +382,17 @@ async fn coerce(
     prehashed: bool,
     params: Map<String, Json>,
 ) -> Result<Vec<(String, Value)>, CallError> {
-    // The given values in field order (every key is a field: checked before).
-    let mut given: Vec<Option<Json>> = vec![None; e.fields.len()];
+    // The given values in field order, each with its name as the parameters own it (every
+    // key is a field: checked before).
+    let mut given: Vec<Option<(String, Json)>> = vec![None; e.fields.len()];
     for (k, v) in params {
         if let Some(i) = e.fields.iter().position(|f| f.name == k) {
-            given[i] = Some(v);
+            given[i] = Some((k, v));
         }
     }
     let mut values = Vec::with_capacity(e.fields.len() + 2);
-    for (f, v) in e.fields.iter().zip(&given) {
-        match v {
+    for (f, given) in e.fields.iter().zip(&given) {
+        match given.as_ref().map(|(_, v)| v) {
             Some(Json::Number(n))
                 if f.ty.col_type() == crate::schema::ColType::Int && n.as_i64().is_none() =>
             {
@@ -410,7 +411,8 @@ async fn coerce(
             _ => {}
         }
     }
-    for (f, v) in e.fields.iter().zip(given) {
+    for (f, given) in e.fields.iter().zip(given) {
+        let (name, v) = given.unzip();
         let v = match v {
             Some(v)
                 if matches!(
@@ -442,7 +444,7 @@ async fn coerce(
         } else {
             Value::from_json_owned(f.ty.col_type(), v)
         };
-        values.push((f.name.clone(), stored));
+        values.push((name.unwrap_or_else(|| f.name.clone()), stored));
     }
     Ok(values)
 }
