@@ -310,8 +310,9 @@ pub fn changed_cells(
 /// Appends the result cells of `rec` that follow an empty `id` (on an upload with neither
 /// `res` nor `id`), each after a `separator`, then the line's end, when every one is echoed as
 /// it was uploaded: each is [`csvsafe::kept`], and none holds the separator, a quote or a line
-/// break, which the CSV writer would quote (a secret cell, written blank, included). False, with nothing appended, otherwise. What
-/// [`result_cells`] and the CSV writer make of such a record, without either.
+/// break, which the CSV writer would quote (a secret cell, written blank, included). False,
+/// with nothing appended, otherwise. What [`result_cells`] and the CSV writer make of such a
+/// record, without either.
 pub fn push_tail_as_is(
     bytes: &mut Vec<u8>,
     cols: &Columns,

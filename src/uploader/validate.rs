@@ -121,7 +121,10 @@ impl Checker {
             && self.fields == 0
             && !self.record_has_content
             && !self.pending_cr;
-        let Some(end) = memchr::memchr(b'\n', text).filter(|_| at_start) else {
+        if !at_start {
+            return Ok(None);
+        }
+        let Some(end) = memchr::memchr(b'\n', text) else {
             return Ok(None);
         };
         let line = &text[..end];
