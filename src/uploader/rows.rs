@@ -320,10 +320,7 @@ pub fn push_tail_as_is(
     separator: u8,
 ) -> bool {
     // One look over all the record's cells at once for what the writer quotes.
-    let cells = rec.as_slice().as_bytes();
-    if memchr::memchr3(b'"', b'\r', b'\n', cells).is_some()
-        || memchr::memchr(separator, cells).is_some()
-    {
+    if needs_quotes(rec.as_slice(), separator) {
         return false;
     }
     let start = bytes.len();
@@ -342,12 +339,11 @@ pub fn push_tail_as_is(
     true
 }
 
-/// Whether the CSV writer quotes `cell`: it holds the separator, a quote or a line break.
-pub fn needs_quotes(cell: &str, separator: u8) -> bool {
-    let quoted = |c: u8| c == separator || matches!(c, b'"' | b'\r' | b'\n');
-    // Folded without an early exit, unlike `any`: a cell is a few bytes, and this loop takes
-    // fewer instructions (`benches/upload_instructions.sh`).
-    cell.bytes().fold(false, |q, c| q | quoted(c))
+/// Whether the CSV writer quotes `text` (a cell, or cells side by side): it holds the
+/// separator, a quote or a line break.
+pub fn needs_quotes(text: &str, separator: u8) -> bool {
+    let b = text.as_bytes();
+    memchr::memchr3(b'"', b'\r', b'\n', b).is_some() || memchr::memchr(separator, b).is_some()
 }
 
 /// The result cells of a record: `res` and `id` set, the rest as uploaded (escaped, secrets
