@@ -966,8 +966,12 @@ async fn two_thousand_pages_and_rows_in_the_background() {
         .collect();
     assert!(chunk_dts.iter().all(|c| c.len() == 1), "{chunk_dts:?}");
     let chunks_apart = chunk_dts[0] != chunk_dts[1];
+    // On SQLite each chunk commits with its progress. On PostgreSQL a span of chunks commits
+    // once it has run 250 ms (or 16 chunks), so both of these chunks may commit together and
+    // the progress then goes from 0 to 100 at once: nothing between to see.
+    let chunks_commit_alone = std::env::var("TEST_DATABASE_URL").is_err();
     assert!(
-        below.len() >= 2 || chunks_apart,
+        !chunks_commit_alone || below.len() >= 2 || chunks_apart,
         "progress was seen moving ({below:?}) or the two row chunks committed apart ({chunk_dts:?})"
     );
     assert!(
