@@ -147,15 +147,8 @@ async fn insert_numbered(
     returning: &str,
     types: &[ColType],
 ) -> Result<Vec<Row>> {
-    let width = cols.len();
-    let rows = args.len().checked_div(width).unwrap_or(0);
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES {}",
-        d.quote(&e.name),
-        cols.join(", "),
-        d.value_groups(width, rows, 1),
-    );
-    let ids = ex.insert_numbered(&sql, args).await?;
+    let (sql, bound) = shared_first(&d.quote(&e.name), cols, args);
+    let ids = ex.insert_numbered(&sql, &bound).await?;
     let (true, Some(first), Some(last)) = (full, ids.first(), ids.last()) else {
         return Ok(ids.into_iter().map(|id| vec![Value::int(id)]).collect());
     };
@@ -230,6 +223,42 @@ fn unnest_insert<'a>(
 }
 
 /// `INSERT INTO e (columns) VALUES (...), ...` for `rows` rows of `width` parameters each.
+/// The multi-row insert of `args` (rows of `cols`) into `table` on SQLite, and what it binds: a
+/// column
+/// whose value is the same in every row (a chunk's timestamps and stamp, a value a file repeats)
+/// is bound once for the statement, as `?1`, `?2`... at the head of each row, instead
+/// of once a row. SQLite copies every text it binds, and numbers each anonymous `?` one past
+/// the largest number before it, so the shared columns come first in the column list.
+fn shared_first<'a>(table: &str, cols: &[String], args: &[&'a Value]) -> (String, Vec<&'a Value>) {
+    let width = cols.len();
+    let rows = args.len().checked_div(width).unwrap_or(0);
+    let shared: Vec<bool> = (0..width)
+        .map(|c| rows > 1 && args.chunks(width).all(|row| row[c] == args[c]))
+        .collect();
+    let order: Vec<usize> = (0..width)
+        .filter(|&c| shared[c])
+        .chain((0..width).filter(|&c| !shared[c]))
+        .collect();
+    let once = shared.iter().filter(|s| **s).count();
+    let names: Vec<&str> = order.iter().map(|&c| cols[c].as_str()).collect();
+    let cells: Vec<String> = (1..=once)
+        .map(|i| format!("?{i}"))
+        .chain(std::iter::repeat_n("?".to_string(), width - once))
+        .collect();
+    let group = format!("({})", cells.join(", "));
+    let sql = format!(
+        "INSERT INTO {table} ({}) VALUES {}",
+        names.join(", "),
+        vec![group; rows].join(", ")
+    );
+    let mut bound: Vec<&Value> = Vec::with_capacity(once + rows * (width - once));
+    bound.extend(order[..once].iter().map(|&c| args[c]));
+    for row in args.chunks(width) {
+        bound.extend(order[once..].iter().map(|&c| row[c]));
+    }
+    (sql, bound)
+}
+
 fn values_insert(d: Dialect, e: &Entity, cols: &[String], width: usize, rows: usize) -> String {
     format!(
         "INSERT INTO {} ({}) VALUES {}",
@@ -384,4 +413,77 @@ pub async fn insert_unless_key_taken(
         super::live::log_created_rows(ex, d, e, std::slice::from_ref(r)).await?;
     }
     Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(vals: &[&Value]) -> Vec<String> {
+        vals.iter().map(|v| format!("{v:?}")).collect()
+    }
+
+    #[test]
+    fn columns_the_same_in_every_row_are_bound_once_and_first() {
+        let cols: Vec<String> = ["\"name\"", "\"at\"", "\"n\"", "\"on\""]
+            .map(String::from)
+            .into();
+        let at = Value::text("2026-11-29T21:00:00Z");
+        let rows = [
+            [
+                Value::text("a"),
+                at.clone(),
+                Value::int(1),
+                Value::Bool(Some(true)),
+            ],
+            [
+                Value::text("b"),
+                at.clone(),
+                Value::int(2),
+                Value::Bool(Some(true)),
+            ],
+            [
+                Value::text("c"),
+                at.clone(),
+                Value::int(1),
+                Value::Bool(Some(true)),
+            ],
+        ];
+        let args: Vec<&Value> = rows.iter().flatten().collect();
+        let (sql, bound) = shared_first("\"t\"", &cols, &args);
+        assert_eq!(
+            sql,
+            "INSERT INTO \"t\" (\"at\", \"on\", \"name\", \"n\") VALUES \
+             (?1, ?2, ?, ?), (?1, ?2, ?, ?), (?1, ?2, ?, ?)"
+        );
+        let want = [
+            &at,
+            &Value::Bool(Some(true)),
+            &Value::text("a"),
+            &Value::int(1),
+            &Value::text("b"),
+            &Value::int(2),
+            &Value::text("c"),
+            &Value::int(1),
+        ];
+        assert_eq!(texts(&bound), texts(&want));
+    }
+
+    #[test]
+    fn one_row_or_nothing_shared_binds_every_value_in_order() {
+        let cols: Vec<String> = ["\"a\"", "\"b\""].map(String::from).into();
+        let one = [Value::int(1), Value::int(1)];
+        let args: Vec<&Value> = one.iter().collect();
+        let (sql, bound) = shared_first("\"t\"", &cols, &args);
+        assert_eq!(sql, "INSERT INTO \"t\" (\"a\", \"b\") VALUES (?, ?)");
+        assert_eq!(texts(&bound), texts(&args));
+        let two = [Value::int(1), Value::int(2), Value::int(3), Value::int(4)];
+        let args: Vec<&Value> = two.iter().collect();
+        let (sql, bound) = shared_first("\"t\"", &cols, &args);
+        assert_eq!(
+            sql,
+            "INSERT INTO \"t\" (\"a\", \"b\") VALUES (?, ?), (?, ?)"
+        );
+        assert_eq!(texts(&bound), texts(&args));
+    }
 }
