@@ -11,6 +11,14 @@ async fn credentials_are_required_except_for_healthz() {
     let app = spawn_app().await;
     let r = app.client.get(app.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/json; charset=utf-8"
+    );
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap(),
+        serde_json::json!({"status": "ok"})
+    );
     for path in [
         "/campaigns",
         "/v2.5/campaigns",

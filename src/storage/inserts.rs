@@ -222,18 +222,16 @@ fn unnest_insert<'a>(
     (insert, params)
 }
 
-/// `INSERT INTO e (columns) VALUES (...), ...` for `rows` rows of `width` parameters each.
-/// The multi-row insert of `args` (rows of `cols`) into `table` on SQLite, and what it binds: a
-/// column
-/// whose value is the same in every row (a chunk's timestamps and stamp, a value a file repeats)
-/// is bound once for the statement, as `?1`, `?2`... at the head of each row, instead
-/// of once a row. SQLite copies every text it binds, and numbers each anonymous `?` one past
-/// the largest number before it, so the shared columns come first in the column list.
+/// The multi-row insert of `args` (rows of `cols`) into `table` on SQLite, and what it binds:
+/// a column whose value is the same in every row (a chunk's timestamps and stamp, a value a
+/// file repeats) is bound once for the statement, as `?1`, `?2`... at the head of each row,
+/// instead of once a row. SQLite copies every text it binds, and numbers each anonymous `?`
+/// one past the largest number before it, so the shared columns come first in the column list.
 fn shared_first<'a>(table: &str, cols: &[String], args: &[&'a Value]) -> (String, Vec<&'a Value>) {
     let width = cols.len();
     let rows = args.len().checked_div(width).unwrap_or(0);
     let shared: Vec<bool> = (0..width)
-        .map(|c| rows > 1 && args.chunks(width).all(|row| row[c] == args[c]))
+        .map(|c| rows > 1 && args.chunks(width).all(|row| same(row[c], args[c])))
         .collect();
     let order: Vec<usize> = (0..width)
         .filter(|&c| shared[c])
@@ -259,6 +257,16 @@ fn shared_first<'a>(table: &str, cols: &[String], args: &[&'a Value]) -> (String
     (sql, bound)
 }
 
+/// Whether two bound values are the same value: a float by its bits, so that `-0.0` and `0.0`
+/// are told apart.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float(Some(x)), Value::Float(Some(y))) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
+}
+
+/// `INSERT INTO e (columns) VALUES (...), ...` for `rows` rows of `width` parameters each.
 fn values_insert(d: Dialect, e: &Entity, cols: &[String], width: usize, rows: usize) -> String {
     format!(
         "INSERT INTO {} ({}) VALUES {}",
@@ -467,6 +475,21 @@ mod tests {
             &Value::int(1),
         ];
         assert_eq!(texts(&bound), texts(&want));
+    }
+
+    #[test]
+    fn floats_are_shared_only_when_their_bits_are() {
+        let cols: Vec<String> = ["\"x\""].map(String::from).into();
+        let zeros = [Value::Float(Some(0.0)), Value::Float(Some(-0.0))];
+        let args: Vec<&Value> = zeros.iter().collect();
+        let (sql, bound) = shared_first("\"t\"", &cols, &args);
+        assert_eq!(sql, "INSERT INTO \"t\" (\"x\") VALUES (?), (?)");
+        assert_eq!(texts(&bound), texts(&args));
+        let halves = [Value::Float(Some(0.5)), Value::Float(Some(0.5))];
+        let args: Vec<&Value> = halves.iter().collect();
+        let (sql, bound) = shared_first("\"t\"", &cols, &args);
+        assert_eq!(sql, "INSERT INTO \"t\" (\"x\") VALUES (?1), (?1)");
+        assert_eq!(texts(&bound), texts(&args[..1]));
     }
 
     #[test]
