@@ -24,8 +24,9 @@ struct Health {
 /// `/healthz`'s body: a [`Health`] saying `ok`.
 const HEALTHY: &str = r#"{"status":"ok"}"#;
 
-/// The media type of `/healthz`'s body, as the other fixed routes' JSON bodies name it.
-const HEALTH_TYPE_NAME: &str = "application/json; charset=utf-8";
+/// The media type of `/healthz`'s body, as poem-openapi names it for the other fixed routes'
+/// JSON bodies.
+const HEALTH_TYPE_NAME: &str = <Json<Health> as poem_openapi::payload::Payload>::CONTENT_TYPE;
 const HEALTH_TYPE: poem::http::HeaderValue = poem::http::HeaderValue::from_static(HEALTH_TYPE_NAME);
 
 /// `/healthz` answers a [`Health`].
