@@ -326,9 +326,16 @@ pub async fn insert_many_passing_conflicts(
         ex.fetch_columns(&sql, &params, &e.col_types(), Returned::Rows)
             .await?
     } else {
-        let sql = format!("{} {passing}", values_insert(d, e, &cols, width, rows));
-        let args: Vec<Value> = args.iter().map(|v| (*v).clone()).collect();
-        ex.fetch(&sql, &args, &e.col_types()).await?
+        // On SQLite a value shared by every row is bound once (see [`shared_first`]); the
+        // rows come back in the table's column order whatever the order of the insert's.
+        let (insert, bound) = if d == Dialect::Sqlite {
+            shared_first(&d.quote(&e.name), &cols, args)
+        } else {
+            (values_insert(d, e, &cols, width, rows), args.to_vec())
+        };
+        let sql = format!("{insert} {passing}");
+        let bound: Vec<Value> = bound.into_iter().cloned().collect();
+        ex.fetch(&sql, &bound, &e.col_types()).await?
     };
     ex.count_rows(d, &e.name, out.len() as i64).await?;
     // Ids grow in insertion order within one statement, and the rows inserted are some of
