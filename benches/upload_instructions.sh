@@ -7,14 +7,19 @@
 # upload warms it (the credential cache, the statements); instrumentation is switched on for the
 # upload of ROWS create rows (the same file as `benches/uploader.sh` makes) and off after it.
 # Prints the instructions per row of each binary and, with COMPARE_BIN, their ratio.
+# TAKEN_EVERY=N uploads marker rows instead, every N-th naming the key (campaign, name) of a
+# marker that already exists, as `benches/conflicts.sh` does: the path of creates that fail in
+# the database, where a chunk's inserts run again passing over the taken keys.
 #
 #   benches/upload_instructions.sh                          # builds, 50,000 rows
 #   ROWS=20000 BIN=/path/entiserve COMPARE_BIN=/path/older/entiserve benches/upload_instructions.sh
+#   ROWS=20000 TAKEN_EVERY=100 benches/upload_instructions.sh   # 1 row in 100 breaks a key
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/lib.sh
 ROWS="${ROWS:-50000}"
 PORT="${PORT:-18193}"
+TAKEN_EVERY="${TAKEN_EVERY:-0}"
 command -v valgrind >/dev/null || { echo "install valgrind (apt-get install valgrind)" >&2; exit 1; }
 entiserve_bin
 COMPARE_BIN="${COMPARE_BIN:-}"
@@ -32,9 +37,40 @@ gen() { # rows file
 gen 10 "$work/warm.csv"
 gen "$ROWS" "$work/rows.csv"
 
+# markers <rows> <campaign> <tag> <file>: marker rows of <campaign>, every TAKEN_EVERY-th named
+# "taken", the name of its marker that exists already.
+markers() {
+  awk -v n="$1" -v c="$2" -v t="$3" -v f="$TAKEN_EVERY" 'BEGIN {
+    print "op;id;campaign_id;name;page";
+    for (i = 0; i < n; i++) {
+      name = (i % f == f - 1) ? "taken" : ("m " t " " i);
+      printf "c;;%d;%s;%d\n", c, name, i;
+    }
+  }' > "$4"
+}
+
+entity=campaigns
+ok_rows="$ROWS"
+if [ "$TAKEN_EVERY" -gt 0 ]; then
+  entity=markers
+  ok_rows=$((ROWS - ROWS / TAKEN_EVERY))
+fi
+
 upload() { # file
-  curl -sf -u admin:bench -F entity=campaigns -F "csvfile=@$1" \
+  curl -sf -u admin:bench -F "entity=$entity" -F "csvfile=@$1" \
     "http://127.0.0.1:$PORT/tools/uploader.ex.php" -o "$work/result.csv"
+}
+
+# With TAKEN_EVERY, a campaign and its marker "taken", then the files of its markers.
+taken_keys() {
+  local c
+  c=$(curl -sf -u admin:bench -H 'Content-Type: application/json' -d '{"name":"c"}' \
+    "http://127.0.0.1:$PORT/v2.5/campaigns" | grep -o '"id":[0-9]*' | head -1 | cut -d: -f2)
+  [ -n "$c" ] || { echo "no campaign was created" >&2; exit 1; }
+  curl -sf -o /dev/null -u admin:bench -H 'Content-Type: application/json' \
+    -d "{\"name\":\"taken\",\"campaign_id\":$c}" "http://127.0.0.1:$PORT/v2.5/markers"
+  markers 200 "$c" warm "$work/warm.csv"
+  markers "$ROWS" "$c" rows "$work/rows.csv"
 }
 
 count() { # binary -> instructions of the upload
@@ -45,13 +81,14 @@ count() { # binary -> instructions of the upload
     --entities entities 2>"$work/server.log" &
   pid=$!
   for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+  [ "$TAKEN_EVERY" -gt 0 ] && taken_keys
   upload "$work/warm.csv"
   callgrind_control -i on "$pid" >/dev/null
   upload "$work/rows.csv"
   callgrind_control -i off "$pid" >/dev/null
   local ok
-  ok=$(grep -c '^OK,' "$work/result.csv" || true)
-  [ "$ok" = "$ROWS" ] || { echo "$1: $ok of $ROWS rows OK" >&2; exit 1; }
+  ok=$(grep -c '^OK[,;]' "$work/result.csv" || true)
+  [ "$ok" = "$ok_rows" ] || { echo "$1: $ok of $ROWS rows OK, not $ok_rows" >&2; exit 1; }
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   pid=""
