@@ -16,6 +16,7 @@
 # takes PORT+1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 ITEMS="${ITEMS:-10000}"
 ROWS="${ROWS:-200000}"
 RUNS="${RUNS:-5}"
@@ -65,11 +66,7 @@ start() {
     exit 1
   fi
   local campaign
-  campaign=$(curl -sf -u admin:bench -H 'Content-Type: application/json' -d '{"name":"c"}' \
-    "http://127.0.0.1:$2/v2.5/campaigns" | grep -o '"id":[0-9]*' | head -1 | cut -d: -f2)
-  [ -n "$campaign" ] || { echo "no campaign was created on port $2" >&2; exit 1; }
-  curl -sf -o /dev/null -u admin:bench -H 'Content-Type: application/json' \
-    -d "{\"name\":\"taken\",\"campaign_id\":$campaign}" "http://127.0.0.1:$2/v2.5/markers"
+  campaign=$(campaign_with_taken "$2") && [ -n "$campaign" ] || exit 1
   campaigns+=("$campaign")
 }
 
@@ -87,13 +84,7 @@ body() {
 
 # csv <campaign> <tag> <fail_every>: the upload, in $work/body.csv; 0 repeats no key.
 csv() {
-  awk -v n="$ROWS" -v c="$1" -v t="$2" -v f="$3" 'BEGIN {
-    print "op;id;campaign_id;name;page";
-    for (i = 0; i < n; i++) {
-      name = (f > 0 && i % f == f - 1) ? "taken" : ("m " t " " i);
-      printf "c;;%d;%s;%d\n", c, name, i;
-    }
-  }' > "$work/body.csv"
+  marker_rows "$ROWS" "$1" "$2" "$3" "$work/body.csv"
 }
 
 # post <port> <failing>: sends the batch; prints its wall time in ms, after checking that

@@ -17,3 +17,27 @@ entiserve_bin() {
   [ "${NO_BUILD:-0}" = 1 ] || cargo build --release --quiet --bin entiserve
   BIN="${CARGO_TARGET_DIR:-target}/release/entiserve"
 }
+
+# campaign_with_taken PORT: creates a campaign and its marker named "taken" on the server at
+# PORT (admin:bench), and prints the campaign's id; exits when no campaign was created.
+campaign_with_taken() {
+  local campaign
+  campaign=$(curl -sf -u admin:bench -H 'Content-Type: application/json' -d '{"name":"c"}' \
+    "http://127.0.0.1:$1/v2.5/campaigns" | grep -o '"id":[0-9]*' | head -1 | cut -d: -f2)
+  [ -n "$campaign" ] || { echo "no campaign was created on port $1" >&2; exit 1; }
+  curl -sf -o /dev/null -u admin:bench -H 'Content-Type: application/json' \
+    -d "{\"name\":\"taken\",\"campaign_id\":$campaign}" "http://127.0.0.1:$1/v2.5/markers"
+  echo "$campaign"
+}
+
+# marker_rows ROWS CAMPAIGN TAG EVERY FILE: an upload of ROWS marker creates of CAMPAIGN, named
+# "m TAG <i>", every EVERY-th named "taken" instead (0: none), into FILE.
+marker_rows() {
+  awk -v n="$1" -v c="$2" -v t="$3" -v f="$4" 'BEGIN {
+    print "op;id;campaign_id;name;page";
+    for (i = 0; i < n; i++) {
+      name = (f > 0 && i % f == f - 1) ? "taken" : ("m " t " " i);
+      printf "c;;%d;%s;%d\n", c, name, i;
+    }
+  }' > "$5"
+}

@@ -37,18 +37,6 @@ gen() { # rows file
 gen 10 "$work/warm.csv"
 gen "$ROWS" "$work/rows.csv"
 
-# markers <rows> <campaign> <tag> <file>: marker rows of <campaign>, every TAKEN_EVERY-th named
-# "taken", the name of its marker that exists already.
-markers() {
-  awk -v n="$1" -v c="$2" -v t="$3" -v f="$TAKEN_EVERY" 'BEGIN {
-    print "op;id;campaign_id;name;page";
-    for (i = 0; i < n; i++) {
-      name = (i % f == f - 1) ? "taken" : ("m " t " " i);
-      printf "c;;%d;%s;%d\n", c, name, i;
-    }
-  }' > "$4"
-}
-
 entity=campaigns
 ok_rows="$ROWS"
 if [ "$TAKEN_EVERY" -gt 0 ]; then
@@ -64,13 +52,9 @@ upload() { # file
 # With TAKEN_EVERY, a campaign and its marker "taken", then the files of its markers.
 taken_keys() {
   local c
-  c=$(curl -sf -u admin:bench -H 'Content-Type: application/json' -d '{"name":"c"}' \
-    "http://127.0.0.1:$PORT/v2.5/campaigns" | grep -o '"id":[0-9]*' | head -1 | cut -d: -f2)
-  [ -n "$c" ] || { echo "no campaign was created" >&2; exit 1; }
-  curl -sf -o /dev/null -u admin:bench -H 'Content-Type: application/json' \
-    -d "{\"name\":\"taken\",\"campaign_id\":$c}" "http://127.0.0.1:$PORT/v2.5/markers"
-  markers 200 "$c" warm "$work/warm.csv"
-  markers "$ROWS" "$c" rows "$work/rows.csv"
+  c=$(campaign_with_taken "$PORT") && [ -n "$c" ] || exit 1
+  marker_rows 200 "$c" warm "$TAKEN_EVERY" "$work/warm.csv"
+  marker_rows "$ROWS" "$c" rows "$TAKEN_EVERY" "$work/rows.csv"
 }
 
 count() { # binary -> instructions of the upload
