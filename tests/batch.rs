@@ -744,10 +744,10 @@ async fn creates_failing_in_the_database_fail_alone_and_in_order() {
     app.stop().await;
 }
 
-/// A large batch of creates, whose rows go in together (on PostgreSQL with one binary copy,
-/// which returns no ids: the insert trigger tells them), answers with the objects a read of
-/// each id gives, ids rising in item order. On PostgreSQL the table's ids step by 3 here, so
-/// the ids a copy made are not consecutive and each is its own run.
+/// A large batch of creates, whose rows go in with one statement, answers with the objects a
+/// read of each id gives, ids rising in item order. On PostgreSQL the table's ids step by 3
+/// here, so the ids the statement made are not consecutive: each object must still get its
+/// own.
 #[tokio::test]
 async fn a_large_batchs_ids_are_its_objects_even_when_ids_skip() {
     use sqlx::Connection;
