@@ -32,6 +32,21 @@ async fn result(app: &TestApp, rid: &str) -> Vec<(u16, Json)> {
     items(&b)
 }
 
+/// Reads the campaign `created` names by its id and expects exactly `created`; returns the id.
+async fn read_back(app: &TestApp, created: &Json) -> i64 {
+    let id = created["id"].as_i64().expect("an id");
+    let (s, read) = json(
+        app.admin(Method::GET, &format!("/v2.5/campaigns/{id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{read}");
+    assert_eq!(*created, read);
+    id
+}
+
 /// Result items as (status, parsed body), checking the exact shape.
 fn items(b: &Json) -> Vec<(u16, Json)> {
     b.as_array()
@@ -629,16 +644,7 @@ async fn a_batchs_created_objects_are_what_reading_them_gives() {
     assert_eq!((background.len(), now.len()), (16, 16));
     for (status, created) in background.into_iter().chain(now) {
         assert_eq!(status, 200, "{created}");
-        let id = created["id"].as_i64().expect("an id");
-        let (s, read) = json(
-            app.admin(Method::GET, &format!("/v2.5/campaigns/{id}"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(s, 200, "{read}");
-        assert_eq!(created, read);
+        read_back(&app, &created).await;
     }
     app.stop().await;
 }
@@ -787,22 +793,13 @@ async fn a_large_batchs_ids_are_its_objects_even_when_ids_skip() {
     for (i, (status, created)) in got.into_iter().enumerate() {
         assert_eq!(status, 200, "item {i}: {created}");
         assert_eq!(created["name"], format!("row {i}"), "{created}");
-        let id = created["id"].as_i64().expect("an id");
+        let id = read_back(&app, &created).await;
         if app.db.is_some() {
             assert!(id >= last + 3, "item {i}: id {id} after {last}");
         } else {
             assert!(id > last, "item {i}: id {id} after {last}");
         }
         last = id;
-        let (s, read) = json(
-            app.admin(Method::GET, &format!("/v2.5/campaigns/{id}"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(s, 200, "{read}");
-        assert_eq!(created, read);
     }
     app.stop().await;
 }
