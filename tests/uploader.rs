@@ -536,3 +536,84 @@ async fn an_idempotency_key_makes_a_retried_upload_answer_as_the_first() {
     assert_eq!(error_code(&b), "bad_request", "{b}");
     app.stop().await;
 }
+
+/// Every campaign, following the list's `Link` headers, by id.
+async fn all_campaigns(app: &TestApp) -> std::collections::BTreeMap<i64, Json> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut next = Some("/campaigns?limit=1000".to_string());
+    while let Some(path) = next {
+        let r = app.admin(Method::GET, &path).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        next = r
+            .headers()
+            .get("link")
+            .and_then(|l| l.to_str().ok())
+            .and_then(|l| l.split(',').find(|p| p.contains("rel=\"next\"")))
+            .and_then(|p| Some(p[p.find('<')? + 1..p.find('>')?].to_string()));
+        for o in r.json::<Json>().await.unwrap().as_array().unwrap() {
+            out.insert(o["id"].as_i64().unwrap(), o.clone());
+        }
+    }
+    out
+}
+
+/// Chunks of creates (which PostgreSQL copies into the table, one copy across the chunks of a
+/// transaction) with an update and a delete between them, and values of every kind the
+/// campaigns store: each created row's result names the object its line made, and the ids
+/// rise in line order past every id there was before.
+#[tokio::test]
+async fn chunks_of_creates_come_back_as_the_objects_their_lines_made() {
+    let app = spawn_app().await;
+    let kept = app.create("campaigns", json!({"name": "kept"})).await;
+    let gone = app.create("campaigns", json!({"name": "gone"})).await;
+    let (kept, gone) = (kept["id"].as_i64().unwrap(), gone["id"].as_i64().unwrap());
+    let mut csv = String::from("op,id,name,type,description,is_active\n");
+    for line in 1..=3200usize {
+        match line {
+            1400 => csv.push_str(&format!("u,{kept},renamed,,,\n")),
+            1401 => csv.push_str(&format!("d,{gone},,,,\n")),
+            _ => csv.push_str(&format!(
+                "c,,\"bulk, {line}\",{},{},{}\n",
+                line % 5,
+                match line % 3 {
+                    0 => String::new(),
+                    1 => format!("\"ligne {line} \u{e9}t\u{e9} \"\"quoted\"\"\""),
+                    _ => "\"two\nlines\"".to_string(),
+                },
+                line % 2
+            )),
+        }
+    }
+    let (_, body) = sync_upload(&app, "campaigns", "bulk.csv", csv.into_bytes()).await;
+    let r = rows(&String::from_utf8(body).unwrap(), b',');
+    assert_eq!(r.len(), 3201, "the header and a row per line");
+    let at = r[0].iter().position(|c| c == "id").expect("an id column");
+    let stored = all_campaigns(&app).await;
+    assert_eq!(stored.len(), 3198 + 1, "the creates and the kept campaign");
+    assert_eq!(stored[&kept]["name"], "renamed");
+    assert!(!stored.contains_key(&gone));
+    let mut last = gone;
+    for (n, row) in r[1..].iter().enumerate() {
+        let line = n + 1;
+        assert_eq!(row[0], "OK", "{line}: {row:?}");
+        if line == 1400 || line == 1401 {
+            continue;
+        }
+        let id: i64 = row[at].parse().expect("an id");
+        assert!(id > last, "{line}: id {id} after {last}");
+        last = id;
+        let o = &stored[&id];
+        assert_eq!(o["name"], format!("bulk, {line}"), "{line}: {o}");
+        assert_eq!(o["type"], json!(line % 5), "{line}: {o}");
+        assert_eq!(o["is_active"], json!(line % 2 == 1), "{line}: {o}");
+        let description = match line % 3 {
+            0 => Json::Null,
+            1 => json!(format!("ligne {line} \u{e9}t\u{e9} \"quoted\"")),
+            _ => json!("two\nlines"),
+        };
+        assert_eq!(o["description"], description, "{line}: {o}");
+    }
+    let after = app.create("campaigns", json!({"name": "after"})).await;
+    assert!(after["id"].as_i64().unwrap() > last, "{after}");
+    app.stop().await;
+}

@@ -1,7 +1,8 @@
 //! Inserts of entity rows: one row, one row unless its natural key is taken, and many rows
 //! with one statement (arrays unnested on PostgreSQL, numbered multi-row inserts on SQLite),
-//! passing over conflicts when the rows can be told apart. Each counts the rows it adds and
-//! logs them for live changes.
+//! passing over conflicts when the rows can be told apart; on PostgreSQL a large group of creates
+//! that cannot break a constraint is copied ([`super::pg_stream`]). Each counts the rows it adds
+//! and logs them for live changes.
 
 use super::entity::column_list;
 use super::sql::Dialect;
@@ -58,7 +59,17 @@ pub async fn insert_many(
         (d.quote("id"), vec![crate::schema::ColType::Int])
     };
     let whole_rows = full && echo.is_none();
-    let mut out = if arrays {
+    let copied = !whole_rows
+        && arrays
+        && ex.copies()
+        && rows >= super::pg_stream::COPY_ROWS
+        && super::pg_stream::copyable(e, columns, args);
+    let mut out = if copied {
+        let ids = ex
+            .copy_created(&d.quote(&e.name), &cols, args, width)
+            .await?;
+        ids.into_iter().map(|id| vec![Value::int(id)]).collect()
+    } else if arrays {
         let (insert, params) = unnest_insert(d, e, &cols, args, width);
         fetch_unnested(ex, d, e, &insert, &params, whole_rows, &returning, &types).await?
     } else if ex.numbers_inserts() {

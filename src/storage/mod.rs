@@ -22,6 +22,8 @@ mod migrate;
 mod near;
 mod pg_conns;
 mod pg_live;
+mod pg_nodelay;
+mod pg_stream;
 mod pg_triggers;
 pub mod points;
 mod postgres;
@@ -250,6 +252,25 @@ pub trait Exec: Send {
     ) -> Result<Vec<Row>> {
         Err(StorageError::Database(
             "array parameters are bound only in a PostgreSQL transaction".into(),
+        ))
+    }
+    /// Whether [`Exec::copy_created`] can run here (a PostgreSQL write transaction).
+    fn copies(&self) -> bool {
+        false
+    }
+    /// Adds rows of `columns` (quoted; `args` holds `width` values a row) to `table` (quoted),
+    /// each with a new id from the table's sequence, by the transaction's copy ([`pg_stream`]),
+    /// and returns their ids in order. The rows are stored before the transaction's next
+    /// statement or its commit, which fail if they could not be. Only where [`Exec::copies`].
+    async fn copy_created(
+        &mut self,
+        _table: &str,
+        _columns: &[String],
+        _args: &[&Value],
+        _width: usize,
+    ) -> Result<Vec<i64>> {
+        Err(StorageError::Database(
+            "rows are copied only in a PostgreSQL transaction".into(),
         ))
     }
     /// Whether [`Exec::insert_numbered`] can run here (SQLite).

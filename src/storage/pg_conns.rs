@@ -53,6 +53,13 @@ impl Conns {
         }
     }
 
+    /// A new connection, without Nagle's algorithm ([`super::pg_nodelay`]).
+    async fn connect(&self) -> Result<PgConnection, Error> {
+        let conn = PgConnection::connect_with(&self.opts).await?;
+        super::pg_nodelay::to_port(self.opts.get_port());
+        Ok(conn)
+    }
+
     /// A connection: an idle one, else a new one; waits while `max` are lent out.
     pub async fn acquire(&self) -> Result<Held<'_>, Error> {
         let permit = tokio::time::timeout(ACQUIRE_TIMEOUT, self.permits.acquire())
@@ -74,10 +81,10 @@ impl Conns {
                 };
                 match ready {
                     Ok(()) => i.conn,
-                    Err(_) => PgConnection::connect_with(&self.opts).await?,
+                    Err(_) => self.connect().await?,
                 }
             }
-            None => PgConnection::connect_with(&self.opts).await?,
+            None => self.connect().await?,
         };
         Ok(Held {
             conns: self,

@@ -152,8 +152,8 @@ async fn pass(pool: &PgPool) -> super::Result<Option<(i64, bool)>> {
         .begin_with(sqlx::AssertSqlSafe(live::PASS_BEGIN))
         .await
         .map_err(super::postgres::db)?;
-    let mut tx = super::postgres::PgTx(tx, None);
-    let numbered = live::number(&mut tx).await?;
-    tx.0.commit().await.map_err(super::postgres::db)?;
+    let mut tx = Box::new(super::postgres::PgTx::new(tx, None, None));
+    let numbered = live::number(tx.as_mut()).await?;
+    super::Tx::commit(tx).await?;
     Ok(numbered)
 }

@@ -5,17 +5,21 @@
 //! ([`super::pg_conns`]).
 
 use super::pg_conns::{Conns, IDLE_CHECK};
+use super::pg_stream::{self, Stream};
 use super::{Column, Exec, Result, Returned, Row, Storage, StorageError, Tx, Value, sql::Dialect};
 use crate::schema::ColType;
 use async_trait::async_trait;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Postgres, Row as _, Transaction};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub struct PgStorage {
     pool: PgPool,
-    singles: Conns,
+    singles: Arc<Conns>,
+    /// Ids taken ahead for copies ([`pg_stream::Ahead`]).
+    ids: Arc<pg_stream::Ahead>,
     points: Conns,
     lists: PgPool,
     /// Folds pending row-count deltas; stopped when the storage is dropped.
@@ -36,8 +40,15 @@ const LIST_READERS: u32 = 4;
 impl PgStorage {
     pub async fn connect(url: &str) -> anyhow::Result<PgStorage> {
         let opts = PgConnectOptions::from_str(url)?;
+        let port = opts.get_port();
         let pool_of = |max: u32, min: u32| {
             PgPoolOptions::new()
+                .after_connect(move |_, _| {
+                    Box::pin(async move {
+                        super::pg_nodelay::to_port(port);
+                        Ok(())
+                    })
+                })
                 .max_connections(max)
                 .min_connections(min)
                 .acquire_timeout(Duration::from_secs(60))
@@ -63,7 +74,7 @@ impl PgStorage {
             .connect_with(opts.clone())
             .await
             .map_err(connect_error)?;
-        let singles = Conns::new(opts.clone(), SINGLE_WRITERS);
+        let singles = Arc::new(Conns::new(opts.clone(), SINGLE_WRITERS));
         let points = Conns::new(opts.clone(), POINT_READERS);
         let lists = pool_of(LIST_READERS, 0).connect_lazy_with(opts);
         let compactor = tokio::spawn(compact_counts(pool.clone()));
@@ -72,6 +83,7 @@ impl PgStorage {
         let live = super::pg_live::start(pool.clone(), live_signal.clone(), live_wake.clone());
         Ok(PgStorage {
             pool,
+            ids: Arc::new(pg_stream::Ahead::new(singles.clone())),
             singles,
             points,
             lists,
@@ -244,22 +256,103 @@ async fn exec_single(conns: &Conns, sql: &str, args: &[Value]) -> Result<u64> {
 }
 
 /// An open transaction; `wake`, when set, is told after it commits (the sequencer of live
-/// changes numbers what it may have logged).
-pub(super) struct PgTx(
-    pub(super) Transaction<'static, Postgres>,
-    pub(super) Option<std::sync::Arc<tokio::sync::Notify>>,
-);
+/// changes numbers what it may have logged). While a copy of created rows is under way
+/// ([`pg_stream`]) its task holds the transaction, and the next statement ends the copy first.
+pub(super) struct PgTx {
+    tx: Option<Transaction<'static, Postgres>>,
+    stream: Option<Stream>,
+    wake: Option<Arc<tokio::sync::Notify>>,
+    /// Where the ids of copied rows are taken; none in a read-only transaction.
+    ids: Option<Arc<pg_stream::Ahead>>,
+}
+
+impl PgTx {
+    pub(super) fn new(
+        tx: Transaction<'static, Postgres>,
+        wake: Option<Arc<tokio::sync::Notify>>,
+        ids: Option<Arc<pg_stream::Ahead>>,
+    ) -> PgTx {
+        PgTx {
+            tx: Some(tx),
+            stream: None,
+            wake,
+            ids,
+        }
+    }
+
+    /// The transaction's connection, once a copy under way has ended (with its error, if it
+    /// failed).
+    async fn conn(&mut self) -> Result<&mut sqlx::PgConnection> {
+        if let Some(stream) = self.stream.take() {
+            let (tx, copied) = stream.end().await?;
+            self.tx = Some(tx);
+            copied?;
+        }
+        match self.tx.as_mut() {
+            Some(tx) => Ok(&mut **tx),
+            None => Err(StorageError::Database(
+                "the transaction was lost with its copy".into(),
+            )),
+        }
+    }
+
+    /// The transaction itself, once a copy under way has ended.
+    async fn take(&mut self) -> Result<Transaction<'static, Postgres>> {
+        self.conn().await?;
+        self.tx
+            .take()
+            .ok_or_else(|| StorageError::Database("the transaction was lost with its copy".into()))
+    }
+}
 
 #[async_trait]
 impl Exec for PgTx {
     async fn execute(&mut self, sql: &str, args: &[Value]) -> Result<u64> {
-        exec_on(&mut *self.0, sql, args).await
+        exec_on(self.conn().await?, sql, args).await
     }
     async fn fetch(&mut self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
-        fetch_on(&mut *self.0, sql, args, types).await
+        fetch_on(self.conn().await?, sql, args, types).await
     }
     fn binds_arrays(&self) -> bool {
         true
+    }
+    fn copies(&self) -> bool {
+        self.ids.is_some()
+    }
+    async fn copy_created(
+        &mut self,
+        table: &str,
+        columns: &[String],
+        args: &[&Value],
+        width: usize,
+    ) -> Result<Vec<i64>> {
+        let ahead = self.ids.clone().ok_or_else(|| {
+            StorageError::Database("rows are not copied in a read-only transaction".into())
+        })?;
+        let ids = ahead.take(table, args.len() / width.max(1)).await?;
+        let tuples = pg_stream::tuples(&ids, args, width);
+        let all: Vec<String> = std::iter::once("\"id\"".to_string())
+            .chain(columns.iter().cloned())
+            .collect();
+        let statement = pg_stream::statement(table, &all);
+        if self.stream.as_ref().is_some_and(|s| !s.is(&statement)) {
+            self.conn().await?;
+        }
+        if self.stream.is_none() {
+            let tx = self.take().await?;
+            self.stream = Some(Stream::start(tx, statement));
+        }
+        let sent = match &self.stream {
+            Some(stream) => stream.send(tuples).await,
+            None => false,
+        };
+        if !sent {
+            self.conn().await?;
+            return Err(StorageError::Database(format!(
+                "the copy into {table} ended before its rows"
+            )));
+        }
+        Ok(ids)
     }
     async fn fetch_columns(
         &mut self,
@@ -277,11 +370,11 @@ impl Exec for PgTx {
         }
         match returned {
             Returned::Rows => {
-                let rows = q.fetch_all(&mut *self.0).await.map_err(db)?;
+                let rows = q.fetch_all(self.conn().await?).await.map_err(db)?;
                 rows.iter().map(|r| decode(r, types)).collect()
             }
             Returned::Gathered => {
-                let row = q.fetch_one(&mut *self.0).await.map_err(db)?;
+                let row = q.fetch_one(self.conn().await?).await.map_err(db)?;
                 ungather(&row, types)
             }
         }
@@ -367,16 +460,22 @@ fn bind_column<'q>(q: Query<'q>, column: &[&'q Value]) -> Result<Query<'q>> {
 
 #[async_trait]
 impl Tx for PgTx {
-    async fn commit(self: Box<Self>) -> Result<()> {
-        let PgTx(tx, wake) = *self;
+    async fn commit(mut self: Box<Self>) -> Result<()> {
+        let tx = self.take().await?;
         tx.commit().await.map_err(db)?;
-        if let Some(w) = wake {
+        if let Some(w) = self.wake.take() {
             w.notify_one();
         }
         Ok(())
     }
-    async fn rollback(self: Box<Self>) -> Result<()> {
-        self.0.rollback().await.map_err(db)
+    async fn rollback(mut self: Box<Self>) -> Result<()> {
+        let tx = match self.stream.take() {
+            Some(stream) => stream.abort().await?,
+            None => self.tx.take().ok_or_else(|| {
+                StorageError::Database("the transaction was lost with its copy".into())
+            })?,
+        };
+        tx.rollback().await.map_err(db)
     }
 }
 
@@ -388,7 +487,11 @@ impl Storage for PgStorage {
 
     async fn begin(&self) -> Result<Box<dyn Tx>> {
         let tx = self.pool.begin().await.map_err(db)?;
-        Ok(Box::new(PgTx(tx, Some(self.live_wake.clone()))))
+        Ok(Box::new(PgTx::new(
+            tx,
+            Some(self.live_wake.clone()),
+            Some(self.ids.clone()),
+        )))
     }
 
     async fn begin_snapshot(&self) -> Result<Box<dyn Tx>> {
@@ -397,7 +500,7 @@ impl Storage for PgStorage {
             .execute(&mut *tx)
             .await
             .map_err(db)?;
-        Ok(Box::new(PgTx(tx, None)))
+        Ok(Box::new(PgTx::new(tx, None, None)))
     }
 
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {

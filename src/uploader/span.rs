@@ -86,7 +86,9 @@ struct Span {
     len: i64,
     /// Those bytes, when the result file is kept in parts.
     bytes: Vec<u8>,
-    /// The streamed response's progress lines, sent once the span commits.
+    /// The progress lines of its rows: written as the request's details when it commits
+    /// (background uploads; a statement between chunks would end a copy of their rows, see
+    /// [`crate::storage::inserts`]), or sent to the streamed response once it has.
     lines: Vec<String>,
     /// The change records of its chunks, written when it commits.
     changes: Pending,
@@ -317,13 +319,7 @@ impl<'a> Writer<'a> {
         if self.parts {
             span.bytes.extend_from_slice(&bytes);
         }
-        if matches!(self.sink, Sink::Details) && !lines.is_empty() {
-            let d = self.jobs.storage.dialect();
-            if let Err(e) = add_details(span.tx.as_mut(), d, &self.req.rid, &lines).await {
-                return self.give_back(Vec::new(), e).await;
-            }
-        }
-        if matches!(self.sink, Sink::Stream(_)) {
+        if !matches!(self.sink, Sink::Quiet) {
             span.lines.extend(lines);
         }
         let full = span.held.len() >= self.limit || span.began.elapsed() >= SPAN_TIME;
@@ -351,6 +347,9 @@ impl<'a> Writer<'a> {
         let d = self.jobs.storage.dialect();
         let changes = std::mem::take(&mut span.changes);
         let recorded = async {
+            if matches!(self.sink, Sink::Details) && !span.lines.is_empty() {
+                add_details(span.tx.as_mut(), d, &self.req.rid, &span.lines).await?;
+            }
             changes
                 .write(&self.req.recorder(), span.tx.as_mut(), d)
                 .await?;
