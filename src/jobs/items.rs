@@ -382,6 +382,7 @@ async fn try_chunk(
             Some(&req.recorder()),
             None,
             guard,
+            false,
         )
         .await?;
     let results = ran

@@ -59,11 +59,8 @@ pub async fn insert_many(
         (d.quote("id"), vec![crate::schema::ColType::Int])
     };
     let whole_rows = full && echo.is_none();
-    let copied = !whole_rows
-        && arrays
-        && ex.copies()
-        && rows >= super::pg_stream::COPY_ROWS
-        && super::pg_stream::copyable(e, columns, args);
+    let copied =
+        !whole_rows && arrays && ex.copies(rows) && super::pg_stream::copyable(e, columns, args);
     let mut out = if copied {
         let ids = ex
             .copy_created(&d.quote(&e.name), &cols, args, width)

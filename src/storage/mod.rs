@@ -254,10 +254,15 @@ pub trait Exec: Send {
             "array parameters are bound only in a PostgreSQL transaction".into(),
         ))
     }
-    /// Whether [`Exec::copy_created`] can run here (a PostgreSQL write transaction).
-    fn copies(&self) -> bool {
+    /// Whether a group of `rows` creates is copied here ([`Exec::copy_created`]): in a
+    /// PostgreSQL write transaction, a group large enough that its copy costs less than an
+    /// insert on its own, or any group of [`Exec::copy_groups`]' transaction.
+    fn copies(&self, _rows: usize) -> bool {
         false
     }
+    /// Copies every group of creates that [`Exec::copy_created`] can take from here on: the
+    /// transaction runs group after group (an upload's chunks), which share one copy.
+    fn copy_groups(&mut self) {}
     /// Adds rows of `columns` (quoted; `args` holds `width` values a row) to `table` (quoted),
     /// each with a new id from the table's sequence, by the transaction's copy ([`pg_stream`]),
     /// and returns their ids in order. The rows are stored before the transaction's next

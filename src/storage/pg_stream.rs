@@ -1,7 +1,8 @@
 //! PostgreSQL: created rows streamed into their table with one `COPY ... FROM STDIN (FORMAT
 //! binary)` that stays open across statements of a transaction. A copy costs the database
-//! about a millisecond before its first row, and then less a row than `INSERT`, so the groups
-//! of creates a transaction runs one after another (an upload's chunks) share one copy: each
+//! about a millisecond before its first row, and then less a row than `INSERT`, so a group is
+//! copied when it is large ([`COPY_ALONE`]), and the groups of creates a transaction runs one
+//! after another (an upload's chunks, [`super::Exec::copy_groups`]) share one copy: each
 //! group's rows are handed to a task that sends them while the next group is prepared, and the
 //! copy ends before the transaction's next statement or its commit, which then see its rows.
 //!
@@ -22,8 +23,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-/// The fewest rows of a group worth a copy: a smaller group goes in with `INSERT`.
+/// The fewest rows of a group worth a copy that goes on across the transaction's groups
+/// ([`super::Exec::copy_groups`]): a smaller group goes in with `INSERT`.
 pub const COPY_ROWS: usize = 200;
+/// The fewest rows of a group worth a copy of its own, ended by the transaction's next
+/// statement: below it, the copy's cost before its first row is more than it saves.
+pub const COPY_ALONE: usize = 4000;
 
 /// The binary format's header: its signature, no flags, no extension.
 const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";

@@ -264,6 +264,8 @@ pub(super) struct PgTx {
     wake: Option<Arc<tokio::sync::Notify>>,
     /// Where the ids of copied rows are taken; none in a read-only transaction.
     ids: Option<Arc<pg_stream::Ahead>>,
+    /// The fewest creates of a group that is copied ([`Exec::copies`]).
+    copy_from: usize,
 }
 
 impl PgTx {
@@ -277,6 +279,7 @@ impl PgTx {
             stream: None,
             wake,
             ids,
+            copy_from: pg_stream::COPY_ALONE,
         }
     }
 
@@ -316,8 +319,11 @@ impl Exec for PgTx {
     fn binds_arrays(&self) -> bool {
         true
     }
-    fn copies(&self) -> bool {
-        self.ids.is_some()
+    fn copies(&self, rows: usize) -> bool {
+        self.ids.is_some() && rows >= self.copy_from
+    }
+    fn copy_groups(&mut self) {
+        self.copy_from = pg_stream::COPY_ROWS;
     }
     async fn copy_created(
         &mut self,

@@ -248,6 +248,7 @@ impl<'a> Writer<'a> {
                         Some(&rec),
                         Some(&mut changes),
                         &mut guard,
+                        true,
                     )
                     .await
                     .map(|(tx, ran)| {

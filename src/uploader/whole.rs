@@ -160,6 +160,8 @@ impl Whole<'_> {
         let header_len = out.stream_position().map_err(io_err)?;
         let mut lines = self.lines_file()?;
         let mut tx = jobs.storage.begin().await?;
+        // Its chunks share one copy of their creates (PostgreSQL).
+        tx.copy_groups();
         // On SQLite the one writer is held from here until the end is recorded.
         let held = std::time::Instant::now();
         let pass = match self.first_pass(tx.as_mut(), &mut out, &mut lines).await {

@@ -204,7 +204,13 @@ impl Engine {
     /// [`Guard::Optimistic`] and becomes [`Guard::Savepoints`] once the chunk fell back, so
     /// that running it again after contention goes straight to savepoints. On an `Err` the
     /// transaction was rolled back. With `pending`, the chunk's change records are added to it
-    /// instead of written (see [`Pending`]).
+    /// instead of written (see [`Pending`]). With `more`, further chunks will run in the
+    /// transaction ([`Engine::continue_chunk`]), and their groups of creates share one copy
+    /// ([`crate::storage::Exec::copy_groups`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one chunk's first run, named"
+    )]
     pub async fn begin_chunk(
         &self,
         caller: &Caller,
@@ -213,10 +219,14 @@ impl Engine {
         rec: Option<&Recorder>,
         mut pending: Option<&mut Pending>,
         guard: &mut Guard,
+        more: bool,
     ) -> Result<(Box<dyn Tx>, Ran), StorageError> {
         let mark = pending.as_ref().map_or(0, |p| p.len());
         loop {
             let mut tx = self.storage.begin().await?;
+            if more {
+                tx.copy_groups();
+            }
             match self
                 .run_chunk(
                     tx.as_mut(),
@@ -376,6 +386,7 @@ impl Engine {
                         None,
                         None,
                         &mut guard,
+                        false,
                     )
                     .await?;
                 tx.commit().await?;
