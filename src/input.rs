@@ -4,10 +4,15 @@
 
 /// A yes/no flag: `1`, `yes`, `true` or `0`, `no`, `false`, in any case and with spaces around.
 pub fn flag(s: &str) -> Option<bool> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" => Some(true),
-        "0" | "false" | "no" => Some(false),
-        _ => None,
+    // Compared without a lowercase copy: a CSV upload reads a flag on every row.
+    let s = s.trim();
+    let is = |words: [&str; 3]| words.iter().any(|w| s.eq_ignore_ascii_case(w));
+    if is(["1", "true", "yes"]) {
+        Some(true)
+    } else if is(["0", "false", "no"]) {
+        Some(false)
+    } else {
+        None
     }
 }
 

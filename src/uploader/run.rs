@@ -106,12 +106,14 @@ pub async fn rows(
     let hooks = hooks_of(plugins, &entity, &plan);
     let tails = Tails::possible(&cols, encoding, &hooks).then_some(plan.layout.separator);
     let (tx_rows, rx_rows) = mpsc::channel::<Read>(1);
+    let (spare_tx, spare_rx) = std::sync::mpsc::channel();
     let reader = spawn_reader(
         working_copy.clone(),
         plan.layout.separator,
         req.done as u64,
         tx_rows,
         tails_ahead(cols.clone(), tails),
+        Some(spare_rx),
     );
     let target = Target {
         engine: jobs.engine.clone(),
@@ -121,7 +123,7 @@ pub async fn rows(
         hooks,
         tails,
     };
-    let mut stage = Stage::spawn(target, rx_rows);
+    let mut stage = Stage::spawn(target, rx_rows, spare_tx);
     if refused.is_some() {
         stage.skip_rest();
     }
@@ -450,13 +452,16 @@ fn tails_ahead(
 }
 
 /// Reads the working copy off the async executor, skipping the header and the rows already
-/// done, and sends records in chunks, each made into what the receiver takes by `make`.
+/// done, and sends records in chunks, each made into what the receiver takes by `make`. The
+/// chunks of records that `spare` gives back are read into again: their records keep their
+/// buffers, so a record costs no allocation here and no free on the thread that ran it.
 pub(super) fn spawn_reader<T: Send + 'static>(
     path: std::path::PathBuf,
     separator: u8,
     skip: u64,
     tx: mpsc::Sender<T>,
     make: impl Fn(Vec<csv::StringRecord>) -> T + Send + 'static,
+    spare: Option<std::sync::mpsc::Receiver<Vec<csv::StringRecord>>>,
 ) -> tokio::task::JoinHandle<Result<(), String>> {
     tokio::task::spawn_blocking(move || {
         let mut r = csv::ReaderBuilder::new()
@@ -465,22 +470,38 @@ pub(super) fn spawn_reader<T: Send + 'static>(
             .flexible(false)
             .from_path(&path)
             .map_err(|e| e.to_string())?;
-        let mut chunk = Vec::with_capacity(CHUNK);
-        let mut n = 0u64;
-        for rec in r.records() {
-            let rec = rec.map_err(|e| e.to_string())?;
-            n += 1;
-            if n <= skip {
-                continue;
+        let mut rec = csv::StringRecord::new();
+        for _ in 0..skip {
+            if !r.read_record(&mut rec).map_err(|e| e.to_string())? {
+                return Ok(());
             }
-            chunk.push(rec);
-            if chunk.len() == CHUNK {
-                let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+        }
+        let next_chunk = || {
+            spare
+                .as_ref()
+                .and_then(|s| s.try_recv().ok())
+                .unwrap_or_else(|| Vec::with_capacity(CHUNK))
+        };
+        let mut chunk = next_chunk();
+        let mut n = 0;
+        loop {
+            if n == chunk.len() {
+                chunk.push(csv::StringRecord::new());
+            }
+            if !r.read_record(&mut chunk[n]).map_err(|e| e.to_string())? {
+                break;
+            }
+            n += 1;
+            if n == CHUNK {
+                chunk.truncate(n);
+                let full = std::mem::replace(&mut chunk, next_chunk());
+                n = 0;
                 if tx.blocking_send(make(full)).is_err() {
                     return Ok(());
                 }
             }
         }
+        chunk.truncate(n);
         if !chunk.is_empty() {
             let _ = tx.blocking_send(make(chunk));
         }

@@ -34,11 +34,13 @@ pub(super) struct Work {
 }
 
 /// What a chunk left once it ran, given back to be freed on the thread that allocated most
-/// of it (freeing across threads costs the allocator more).
-#[expect(dead_code, reason = "held only to be freed")]
+/// of it (freeing across threads costs the allocator more); its records go back to the
+/// reader, which reads the next chunk into them.
 pub(super) struct Spent {
     pub records: Vec<csv::StringRecord>,
+    #[expect(dead_code, reason = "held only to be freed")]
     pub prepared: PreparedChunk,
+    #[expect(dead_code, reason = "held only to be freed")]
     pub outcomes: Vec<crate::engine::Outcome>,
 }
 
@@ -67,7 +69,13 @@ pub(super) struct Target {
 impl Stage {
     /// Starts preparing the chunks `rows` receives, one chunk ahead of the runner. The stage
     /// ends when the reader does, or when the runner drops the stage.
-    pub fn spawn(target: Target, mut rows: mpsc::Receiver<Read>) -> Stage {
+    /// The records of a chunk that ran go back to the reader through `spare`, to be read
+    /// into again.
+    pub fn spawn(
+        target: Target,
+        mut rows: mpsc::Receiver<Read>,
+        spare: std::sync::mpsc::Sender<Vec<csv::StringRecord>>,
+    ) -> Stage {
         let (tx, rx) = mpsc::channel::<Ready>(1);
         let (spent, mut freed) = mpsc::unbounded_channel::<Spent>();
         let skip = Arc::new(AtomicBool::new(false));
@@ -82,7 +90,8 @@ impl Stage {
             let _entered = span.enter();
             while let Some(Read { records, tails }) = rows.blocking_recv() {
                 while let Ok(chunk) = freed.try_recv() {
-                    drop(chunk);
+                    // Once the reader has ended, the records are freed here.
+                    let _ = spare.send(chunk.records);
                 }
                 let work = if skipping.load(Ordering::Relaxed) {
                     None

@@ -332,6 +332,7 @@ impl Whole<'_> {
             0,
             tx_rows,
             |records| records,
+            None,
         );
         while let Some(records) = rx_rows.recv().await {
             if *self.stop.borrow() {
@@ -410,6 +411,7 @@ impl Whole<'_> {
             0,
             tx_rows,
             |records| records,
+            None,
         );
         let mut done = 0i64;
         while let Some(records) = rx_rows.recv().await {
