@@ -4,6 +4,7 @@
 //! [`App::build`] opens the database, compiles the entities, prepares the tables and binds the
 //! listener; [`App::run_until`] serves until a shutdown signal.
 
+pub mod allocator;
 pub mod auth;
 pub mod backup;
 pub mod catalog;

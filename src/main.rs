@@ -340,4 +340,4 @@ fn tune_allocator() {
 }
 
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: entiserve::allocator::MiMalloc = entiserve::allocator::MiMalloc;
