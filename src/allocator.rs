@@ -1,9 +1,9 @@
 //! The global allocator: mimalloc, asked through its plain entry points for the blocks nearly
 //! every allocation wants. The `mimalloc` crate's allocator asks for every block through
-//! `mi_malloc_aligned`, whose checks of the alignment cost about a third of a small
-//! allocation; a block aligned to a word, which is what most Rust types ask for, is what
-//! `mi_malloc` gives anyway. Blocks of a larger alignment go through the aligned calls, as
-//! the crate's allocator sends them.
+//! `mi_malloc_aligned`, whose checks of the alignment cost about 20 instructions a block (an
+//! upload's rows cost 2.9% fewer instructions without them); a block aligned to a word, which
+//! is what most Rust types ask for, is what `mi_malloc` gives anyway. Blocks of a larger
+//! alignment go through the aligned calls, as the crate's allocator sends them.
 
 use libmimalloc_sys as mi;
 use std::alloc::{GlobalAlloc, Layout};
