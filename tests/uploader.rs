@@ -617,3 +617,72 @@ async fn chunks_of_creates_come_back_as_the_objects_their_lines_made() {
     assert!(after["id"].as_i64().unwrap() > last, "{after}");
     app.stop().await;
 }
+
+/// The form's text fields may come in the query string (`?bgrs=1`, as on every other POST);
+/// the form's own value wins, and a field named twice in the query is refused.
+#[tokio::test]
+async fn form_fields_may_come_in_the_query_string() {
+    let app = spawn_app().await;
+    let csv = b"op,name\nc,from the query\n".to_vec();
+    let post = |query: &'static str, f: Form| {
+        app.admin(Method::POST, &format!("{UPLOAD}?{query}"))
+            .multipart(f)
+            .send()
+    };
+    let (s, b) = json(
+        post("bgrs=1", form("campaigns", "q.csv", csv.clone()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 202, "{b}");
+    let rid = b["request"].as_str().expect("a request id").to_string();
+    let rec = app.wait_finished(&rid).await;
+    assert_eq!(rec["status"], "200", "{rec}");
+
+    let r = post(
+        "bgrs=1",
+        form("campaigns", "q.csv", csv.clone()).text("bgrs", "0"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "the form's bgrs=0 wins");
+    assert!(r.text().await.unwrap().starts_with("res,id,op,name\r\nOK,"));
+
+    let only_file = Form::new().part("csvfile", Part::bytes(csv.clone()).file_name("q.csv"));
+    let r = post("entity=campaigns&dry_run=yes", only_file)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.starts_with("res,id,op,name\r\nOK,,c,"), "{text}");
+
+    let (s, b) = json(
+        post("bgrs=1&bgrs=0", form("campaigns", "q.csv", csv.clone()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400);
+    assert_eq!(
+        b["description"],
+        "the query string holds `bgrs` more than once"
+    );
+    let (s, b) = json(
+        post("bgrs=sometimes", form("campaigns", "q.csv", csv))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400, "{b}");
+    let names: Vec<String> = all_campaigns(&app)
+        .await
+        .into_values()
+        .filter_map(|o| o["name"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| *n == "from the query").count(),
+        2,
+        "{names:?}"
+    );
+}

@@ -152,7 +152,9 @@ impl<'a> ApiExtractor<'a> for Form {
             )
             .into());
         }
-        let received = intake::receive(
+        // Read before the body, so that a malformed query string stores nothing.
+        let query = crate::http::body::query_pairs(req)?;
+        let mut received = intake::receive(
             ctype,
             body.take()?,
             &intake::work_dir(&state.settings.data_dir),
@@ -164,6 +166,42 @@ impl<'a> ApiExtractor<'a> for Form {
         )
         .await
         .map_err(ApiError::from)?;
+        with_query(&mut received, query)?;
         Ok(Form(received))
     }
+}
+
+/// The form's text fields that may come in the query string instead (`?bgrs=1`, as on every
+/// other POST).
+const QUERY_FIELDS: [&str; 8] = [
+    "entity",
+    "bgrs",
+    "encoding",
+    "show_progress",
+    "get_content",
+    "campaign_id",
+    "dry_run",
+    "atomic",
+];
+
+/// Adds to `received` the form's text fields that `query` gives and the form does not: the
+/// form's own value wins, as a body's does over the query string elsewhere. A field named
+/// twice in the query is refused, as one named twice in the form is; other query parameters
+/// are not the uploader's and are left alone.
+fn with_query(received: &mut Received, query: Vec<(String, String)>) -> poem::Result<()> {
+    let mut seen = Vec::new();
+    for (name, value) in query {
+        if !QUERY_FIELDS.contains(&name.as_str()) {
+            continue;
+        }
+        if seen.contains(&name) {
+            return Err(ApiError::BadRequest(format!(
+                "the query string holds `{name}` more than once"
+            ))
+            .into());
+        }
+        seen.push(name.clone());
+        received.fields.entry(name).or_insert(value);
+    }
+    Ok(())
 }
