@@ -94,9 +94,23 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         owner: Owner::Entity,
-        ..fixed("/:entity/:id", &["GET", "PUT", "DELETE"])
+        ..fixed(ITEM, &["GET", "PUT", "DELETE"])
     },
 ];
+
+/// Every entity's item route: one object by id.
+pub const ITEM: &str = "/:entity/:id";
+
+/// The entity and id segments of `path`, with or without [`PREFIX`], when it is exactly two
+/// plain segments: no percent escape, no empty segment, no trailing slash. Such a path is one
+/// the router would match to [`ITEM`] and hand over as these two texts unchanged; any other
+/// (`/a%2Fb/1`, `/a/1/`) is `None` and left to the router.
+pub fn plain_item(path: &str) -> Option<(&str, &str)> {
+    let rest = without_prefix(path).unwrap_or(path);
+    let (entity, id) = rest.strip_prefix('/')?.split_once('/')?;
+    let plain = |s: &str| !s.is_empty() && !s.as_bytes().iter().any(|&c| c == b'/' || c == b'%');
+    (plain(entity) && plain(id)).then_some((entity, id))
+}
 
 /// Stored files: the key is one parameter that may hold slashes (`<entity>/<bundle>/...`).
 /// The router sees it with its slashes escaped ([`one_segment_key`]).
@@ -240,6 +254,25 @@ mod tests {
         assert!(find("/a/b/c/d/e/f/g/h/i").is_none());
         assert_eq!(find("/").map(|r| r.path), Some("/"));
         assert_eq!(find("/v2.5/").map(|r| r.path), Some("/:entity"));
+    }
+
+    #[test]
+    fn plain_items_are_two_unescaped_segments() {
+        assert_eq!(plain_item("/campaigns/3"), Some(("campaigns", "3")));
+        assert_eq!(plain_item("/v2.5/campaigns/x"), Some(("campaigns", "x")));
+        for path in [
+            "/campaigns",
+            "/campaigns/",
+            "/campaigns/3/",
+            "/campaigns//3",
+            "//3",
+            "/cam%70aigns/3",
+            "/campaigns/%33",
+            "/campaigns/3/events",
+            "/v2.5/campaigns",
+        ] {
+            assert_eq!(plain_item(path), None, "{path}");
+        }
     }
 
     #[test]

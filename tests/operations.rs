@@ -301,3 +301,85 @@ async fn metrics_count_requests_and_changes_for_admins() {
     assert!(r.text().await.unwrap().contains(created));
     app.stop().await;
 }
+
+/// `GET /healthz` and the GET of one object by a plain path are handed to their handlers by the
+/// front layer itself, other spellings by the router: every spelling answers the same, with the
+/// front layer's headers, and is counted under its route.
+#[tokio::test]
+async fn every_spelling_of_a_read_answers_the_same() {
+    let app = spawn_app().await;
+    let c = app.create("campaigns", json!({"name": "Spelt"})).await;
+    let id = c["id"].as_i64().unwrap();
+    // The metrics are the process's: other tests of this file add to them too.
+    let reads_series =
+        "entiserve_http_requests_total{method=\"GET\",route=\"/:entity/:id\",status=\"200\"}";
+    let health_series =
+        "entiserve_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}";
+    let before = scrape(&app).await;
+    let escaped_id: String = id
+        .to_string()
+        .bytes()
+        .map(|b| format!("%{b:02X}"))
+        .collect();
+    let spellings = [
+        format!("/campaigns/{id}"),
+        format!("/v2.5/campaigns/{id}"),
+        format!("//campaigns/{id}"),
+        format!("/cam%70aigns/{id}"),
+        format!("/campaigns/{escaped_id}"),
+    ];
+    for path in &spellings {
+        let r = app.admin(Method::GET, path).send().await.unwrap();
+        assert_eq!(r.headers()["content-type"], "application/json", "{path}");
+        assert_eq!(r.headers()["x-request-id"].len(), 32, "{path}");
+        assert_eq!(json(r).await, (200, c.clone()), "{path}");
+        let anonymous = reqwest::get(app.url(path)).await.unwrap();
+        assert!(
+            anonymous.headers().contains_key("www-authenticate"),
+            "{path}"
+        );
+        let (s, body) = json(anonymous).await;
+        assert_eq!(
+            (s, error_code(&body)),
+            (401, "unauthorized".to_string()),
+            "{path}"
+        );
+    }
+    for (path, description) in [
+        ("/campaigns/0", "campaigns `0` does not exist"),
+        ("/campaigns/%30", "campaigns `0` does not exist"),
+        ("/campaigns/x", "campaigns `x` does not exist"),
+        ("/nowhere/1", "there is no resource `nowhere`"),
+        (&*format!("/campaigns/{id}/"), "no such route"),
+    ] {
+        let (s, body) = json(app.admin(Method::GET, path).send().await.unwrap()).await;
+        assert_eq!(
+            (s, body["description"].as_str()),
+            (404, Some(description)),
+            "{path}"
+        );
+    }
+    let r = app
+        .admin(Method::GET, "/healthz")
+        .header("x-request-id", "health-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/json; charset=utf-8"
+    );
+    assert_eq!(r.headers()["x-request-id"], "health-1");
+    assert_eq!(r.text().await.unwrap(), r#"{"status":"ok"}"#);
+    let head = app.admin(Method::HEAD, "/healthz").send().await.unwrap();
+    assert_eq!(head.status(), 200);
+    let text = scrape(&app).await;
+    let reads = sample(&text, reads_series) - sample(&before, reads_series);
+    assert!(
+        reads >= spellings.len() as f64,
+        "{reads} reads counted: {text}"
+    );
+    let health = sample(&text, health_series) - sample(&before, health_series);
+    assert!(health >= 1.0, "{health} health checks counted: {text}");
+}

@@ -140,13 +140,22 @@ fn csv_response(e: &crate::schema::Entity, header: &[String], items: &[Json]) ->
 
 #[handler]
 pub async fn get_one(
+    req: &Request,
     Path((entity, id)): Path<(String, String)>,
-    who: MaybeAuthed,
     Data(state): Data<&Arc<AppState>>,
 ) -> Result<Response> {
-    let caller = who.for_rule(state, &entity, Action::View)?;
-    let id = parse_id(&entity, &id)?;
-    let (e, row) = state.engine.get_row(&caller, &entity, id).await?;
+    read_one(req, state, &entity, &id).await
+}
+
+/// `GET /<entity>/<id>`: the object, as the caller's rule lets it see it. The front layer calls
+/// it directly for a plain path ([`crate::routes::plain_item`]), the router through
+/// [`get_one`] for any other.
+pub async fn read_one(req: &Request, state: &AppState, entity: &str, id: &str) -> Result<Response> {
+    let caller = MaybeAuthed::of(req)
+        .await?
+        .for_rule(state, entity, Action::View)?;
+    let id = parse_id(entity, id)?;
+    let (e, row) = state.engine.get_row(&caller, entity, id).await?;
     let body = serde_json::to_vec(&render::RowObject(&e, &row))
         .map_err(|_| ApiError::from(CallError::Internal))?;
     Ok(Response::builder()

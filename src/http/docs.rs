@@ -24,6 +24,15 @@ struct Health {
 /// `/healthz`'s body: a [`Health`] saying `ok`.
 const HEALTHY: &str = r#"{"status":"ok"}"#;
 
+/// `/healthz`'s answer. The answer never changes: written once, not rendered per request. The
+/// front layer answers `GET /healthz` with it directly; the fixed API's operation, which
+/// documents the route, answers the rest (`HEAD`).
+pub fn healthy() -> poem::Response {
+    poem::Response::builder()
+        .header(poem::http::header::CONTENT_TYPE, HEALTH_TYPE)
+        .body(HEALTHY)
+}
+
 /// The media type of `/healthz`'s body, as poem-openapi names it for the other fixed routes'
 /// JSON bodies.
 const HEALTH_TYPE_NAME: &str = <Json<Health> as poem_openapi::payload::Payload>::CONTENT_TYPE;
@@ -168,12 +177,7 @@ impl SystemApi {
         tag = "Tag::System"
     )]
     async fn health(&self) -> Streamed<HealthReplies> {
-        // The answer never changes: written once, not rendered per request.
-        Streamed::new(
-            poem::Response::builder()
-                .header(poem::http::header::CONTENT_TYPE, HEALTH_TYPE)
-                .body(HEALTHY),
-        )
+        Streamed::new(healthy())
     }
 
     /// This document

@@ -81,14 +81,19 @@ pub struct MaybeAuthed(pub Option<Caller>);
 
 impl<'a> FromRequest<'a> for MaybeAuthed {
     async fn from_request(req: &'a Request, _body: &mut RequestBody) -> poem::Result<Self> {
+        Ok(MaybeAuthed::of(req).await?)
+    }
+}
+
+impl MaybeAuthed {
+    /// The caller `req`'s credentials sign in, if it presents any.
+    pub async fn of(req: &Request) -> Result<Self, ApiError> {
         Ok(MaybeAuthed(match presented(req)? {
             Presented::Nothing => None,
             p => Some(check(req, p).await?),
         }))
     }
-}
 
-impl MaybeAuthed {
     /// The caller, or the anonymous caller when `entity`'s rule of `action` is `public`;
     /// otherwise the 401 of missing credentials.
     pub fn for_rule(
