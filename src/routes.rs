@@ -47,7 +47,7 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         unprefixed_only: true,
-        ..fixed("/healthz", GET)
+        ..fixed(HEALTH, GET)
     },
     Route {
         unprefixed_only: true,
@@ -97,6 +97,9 @@ pub const ROUTES: &[Route] = &[
         ..fixed(ITEM, &["GET", "PUT", "DELETE"])
     },
 ];
+
+/// The liveness route.
+pub const HEALTH: &str = "/healthz";
 
 /// Every entity's item route: one object by id.
 pub const ITEM: &str = "/:entity/:id";

@@ -129,7 +129,7 @@ fn direct<'a>(req: &'a Request, route: Option<&routes::Route>) -> Option<Direct<
     }
     let path = req.uri().path();
     match route.path {
-        "/healthz" if path == "/healthz" => Some(Direct::Health),
+        routes::HEALTH if path == routes::HEALTH => Some(Direct::Health),
         routes::ITEM => routes::plain_item(path).map(|(e, id)| Direct::Item(e, id)),
         _ => None,
     }
