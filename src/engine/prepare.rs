@@ -66,17 +66,12 @@ where
     let mut out = Map::with_capacity(e.fields.len());
     let mut bad = BTreeMap::new();
     for (k, v) in params {
-        match e.field(k.as_ref()) {
-            Some(f) => match value::coerce_string(&f.ty, v) {
-                Ok(j) => {
-                    out.insert(k.into(), j);
-                }
-                Err(msg) => {
-                    bad.insert(k.into(), msg);
-                }
-            },
-            None => {
-                out.insert(k.into(), Json::String(v.into()));
+        match coerce_one(e, k.as_ref(), v) {
+            Ok(j) => {
+                out.insert(k.into(), j);
+            }
+            Err(msg) => {
+                bad.insert(k.into(), msg);
             }
         }
     }
@@ -84,6 +79,46 @@ where
         Ok(out)
     } else {
         Err(invalid(bad))
+    }
+}
+
+/// [`coerce_strings`] into a map that already holds every name, in order, each with a
+/// placeholder (a copy of one map made once for many rows: a copy keeps the names' hashes,
+/// where inserting hashes each name again): the values take the places in turn, and the map
+/// ends as [`coerce_strings`] would have made it of the same names and values.
+pub fn coerce_into<V>(
+    e: &Entity,
+    params: &mut Map<String, Json>,
+    values: impl IntoIterator<Item = V>,
+) -> Result<(), CallError>
+where
+    V: AsRef<str> + Into<String>,
+{
+    let mut bad = BTreeMap::new();
+    for ((k, slot), v) in params.iter_mut().zip(values) {
+        match coerce_one(e, k, v) {
+            Ok(j) => *slot = j,
+            Err(msg) => {
+                bad.insert(k.clone(), msg);
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(bad))
+    }
+}
+
+/// One string value of the parameter `name` as its field's JSON type; a name that is no field
+/// keeps its text, for validation to name it.
+fn coerce_one<V>(e: &Entity, name: &str, v: V) -> Result<Json, String>
+where
+    V: AsRef<str> + Into<String>,
+{
+    match e.field(name) {
+        Some(f) => value::coerce_string(&f.ty, v),
+        None => Ok(Json::String(v.into())),
     }
 }
 

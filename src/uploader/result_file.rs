@@ -294,14 +294,13 @@ mod tests {
                 "utf8_path": "/nonexistent", "file_name": "x.csv",
             }))
             .unwrap();
-            let cols = Columns {
-                names: plan.layout.header.clone(),
-                op: 0,
-                id: None,
-                res: None,
-                sealed: false,
-                kinds: vec![Kind::Plain, Kind::Text, Kind::Text, Kind::Plain],
-            };
+            let cols = Columns::new(
+                plan.layout.header.clone(),
+                0,
+                None,
+                None,
+                vec![Kind::Plain, Kind::Text, Kind::Text, Kind::Plain],
+            );
             let records: Vec<csv::StringRecord> = [
                 vec!["c", "plain", "x", "1"],
                 vec!["", "skipped, with a comma", "", ""],

@@ -20,6 +20,11 @@ pub struct Columns {
     pub sealed: bool,
     /// What each column holds, by position.
     pub kinds: Vec<Kind>,
+    /// The positions of the field columns (all but `op`, `id` and `res`).
+    fields: Vec<usize>,
+    /// The field columns' names in order, each with a null: the parameters of a row whose
+    /// every field cell is filled start as a copy of it (see [`prepare::coerce_into`]).
+    template: serde_json::Map<String, Json>,
 }
 
 /// What a column holds, for echoing its cells into the result file.
@@ -73,14 +78,61 @@ impl Columns {
                 _ => Kind::Plain,
             })
             .collect();
-        Ok(Columns {
-            names: header.to_vec(),
+        Ok(Columns::new(header.to_vec(), op, id, res, kinds))
+    }
+
+    /// The columns of a checked header: `names` in order, where the system columns are, what
+    /// each column holds.
+    pub fn new(
+        names: Vec<String>,
+        op: usize,
+        id: Option<usize>,
+        res: Option<usize>,
+        kinds: Vec<Kind>,
+    ) -> Columns {
+        let fields: Vec<usize> = (0..names.len())
+            .filter(|i| *i != op && Some(*i) != id && Some(*i) != res)
+            .collect();
+        let template = fields
+            .iter()
+            .map(|&i| (names[i].clone(), Json::Null))
+            .collect();
+        Columns {
+            names,
             op,
             id,
             res,
             sealed: false,
             kinds,
-        })
+            fields,
+            template,
+        }
+    }
+
+    /// Each field column's name with its cell in `rec`, unescaped.
+    fn cells<'a>(
+        &'a self,
+        rec: &'a csv::StringRecord,
+    ) -> impl Iterator<Item = (&'a String, &'a str)> {
+        self.fields
+            .iter()
+            .map(|&i| (&self.names[i], csvsafe::unescape(rec.get(i).unwrap_or(""))))
+    }
+
+    /// The parameters of `rec`'s field cells, as [`prepare::coerce_strings`] makes them (an
+    /// empty cell gives none). A record with every field cell filled fills a copy of the
+    /// template instead, which hashes no name.
+    fn params(
+        &self,
+        e: &Entity,
+        rec: &csv::StringRecord,
+    ) -> Result<serde_json::Map<String, Json>, CallError> {
+        if self.cells(rec).all(|(_, v)| !v.is_empty()) {
+            let mut params = self.template.clone();
+            prepare::coerce_into(e, &mut params, self.cells(rec).map(|(_, v)| v))?;
+            return Ok(params);
+        }
+        prepare::coerce_strings(e, self.cells(rec).filter(|(_, v)| !v.is_empty()))
     }
 
     /// Header of the result file: the input's columns, `res` first when absent, then `id`
@@ -232,29 +284,20 @@ pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
             None => return Work::Fail(bad(&format!("`id` `{s}` is not an integer"))),
         },
     };
-    let mut params = serde_json::Map::new();
-    // A delete takes no values; one named by key takes the key's.
-    let wanted = |name: &str| match (op, id) {
-        (Op::Delete, Some(_)) => false,
-        (Op::Delete, None) => e.key.iter().any(|k| k == name),
-        _ => true,
+    let params = match (op, id) {
+        // A delete takes no values; one named by key takes the key's.
+        (Op::Delete, Some(_)) => Ok(serde_json::Map::new()),
+        (Op::Delete, None) => prepare::coerce_strings(
+            e,
+            cols.cells(rec)
+                .filter(|(name, v)| !v.is_empty() && e.key.contains(name)),
+        ),
+        _ => cols.params(e, rec),
     };
-    if op != Op::Delete || id.is_none() {
-        let pairs = cols
-            .names
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != cols.op && Some(*i) != cols.id && Some(*i) != cols.res)
-            .filter(|(_, name)| wanted(name))
-            .filter_map(|(i, name)| {
-                let v = csvsafe::unescape(rec.get(i).unwrap_or(""));
-                (!v.is_empty()).then_some((name, v))
-            });
-        match prepare::coerce_strings(e, pairs) {
-            Ok(p) => params = p,
-            Err(err) => return Work::Fail(err),
-        }
-    }
+    let params = match params {
+        Ok(p) => p,
+        Err(err) => return Work::Fail(err),
+    };
     Work::Run(Call {
         entity: e.name.clone(),
         op,
@@ -378,4 +421,64 @@ pub fn result_cells<'a>(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::compile_sources;
+
+    fn params_of(w: Work) -> Result<serde_json::Map<String, Json>, String> {
+        match w {
+            Work::Run(c) => Ok(c.params),
+            Work::Fail(e) => Err(e.description()),
+            Work::Skip => Err("skipped".into()),
+        }
+    }
+
+    /// A filled row (the copied template) and a row with empty cells (the map built name by
+    /// name) give the same parameters, in the same order, and the same errors.
+    #[test]
+    fn a_filled_row_copies_the_template_into_what_coercion_makes() {
+        let text = "fields:\n  name: { type: string, required: true }\n  n: { type: integer }\n  b: { type: boolean }\n  d: { type: date }\n";
+        let catalog = compile_sources(
+            &[(std::path::PathBuf::from("things.yaml"), text.into())],
+            &[],
+        )
+        .unwrap();
+        let e = catalog.get("things").unwrap();
+        let header: Vec<String> = ["d", "op", "name", "id", "b", "n"].map(String::from).into();
+        let cols = Columns::from_header(&header, e).unwrap();
+        let rows = [
+            ["2026-11-30", "c", "'=x", "", "yes", "42"],
+            ["2026-11-30", "c", "a", "", "", "42"],
+            ["", "u", "a", "7", "", ""],
+            ["2026-02-30", "c", "a", "", "maybe", "4.5"],
+            ["2026-11-30", "c", "a", "", "1", "x"],
+            ["2026-11-30", "d", "a", "7", "1", "2"],
+        ];
+        for cells in rows {
+            let rec = csv::StringRecord::from(cells.to_vec());
+            let got = params_of(work(&cols, e, &rec));
+            let pairs = header
+                .iter()
+                .zip(cells)
+                .filter(|(h, _)| !["op", "id", "res"].contains(&h.as_str()))
+                .map(|(h, v)| (h.as_str(), csvsafe::unescape(v)))
+                .filter(|(_, v)| !v.is_empty() && cells[1] != "d");
+            let want = prepare::coerce_strings(e, pairs).map_err(|e| e.description());
+            assert_eq!(got, want, "{cells:?}");
+            if let Ok(p) = &got {
+                let order: Vec<&String> = p.keys().collect();
+                let want_order: Vec<&String> = want.as_ref().unwrap().keys().collect();
+                assert_eq!(order, want_order, "{cells:?}");
+            }
+        }
+        let filled = csv::StringRecord::from(rows[0].to_vec());
+        let p = params_of(work(&cols, e, &filled)).unwrap();
+        assert_eq!(p.keys().collect::<Vec<_>>(), ["d", "name", "b", "n"]);
+        assert_eq!(p["name"], "=x");
+        assert_eq!(p["n"], 42);
+        assert_eq!(p["b"], true);
+    }
 }
