@@ -414,23 +414,14 @@ fn about(f: &Field, read: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::compile_sources;
-    use std::path::PathBuf;
-
-    fn catalog(files: &[(&str, &str)]) -> Catalog {
-        let sources: Vec<(PathBuf, String)> = files
-            .iter()
-            .map(|(name, text)| (PathBuf::from(name), text.to_string()))
-            .collect();
-        compile_sources(&sources, &[]).unwrap()
-    }
+    use crate::schema::test_catalog;
 
     #[test]
     fn names_are_pascal_case_and_never_taken_twice() {
         assert_eq!(pascal("order_items"), "OrderItems");
         assert_eq!(pascal("a_1"), "A_1");
         assert_eq!(pascal("a1"), "A1");
-        let c = catalog(&[
+        let c = test_catalog(&[
             ("record.yaml", "fields:\n  a: { type: string }\n"),
             ("ctx.yaml", "fields:\n  a: { type: string }\n"),
             ("ctx_entity.yaml", "fields:\n  a: { type: string }\n"),
@@ -461,7 +452,7 @@ mod tests {
 
     #[test]
     fn fields_become_members_of_their_json_types() {
-        let c = catalog(&[(
+        let c = test_catalog(&[(
             "things.yaml",
             "fields:\n  title: { type: string, required: true, max_length: 80, description: \"The */ title\" }\n  n: { type: integer, default: 1 }\n  price: { type: decimal }\n  state: { type: enum, values: [draft, \"it's \\\"live\\\"\"], required: true, default: draft }\n  owner_id: { type: reference, entity: things }\n  pw: { type: string, secret: true }\n  on: { type: date }\n",
         )]);

@@ -129,16 +129,12 @@ pub fn project(obj: Json, cols: &[String]) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::compile_sources;
+    use crate::schema::test_catalog;
 
     #[test]
     fn a_row_object_is_written_as_its_object_would_be() {
         let text = "fields:\n  n: { type: integer }\n  p: { type: decimal }\n  b: { type: boolean }\n  s: { type: string }\n  pw: { type: string, secret: true }\n  note: { type: text }\n";
-        let catalog = compile_sources(
-            &[(std::path::PathBuf::from("things.yaml"), text.into())],
-            &[],
-        )
-        .unwrap();
+        let catalog = test_catalog(&[("things.yaml", text)]);
         let e = catalog.get("things").unwrap();
         let decimal = crate::decimal::parse("12.50").unwrap();
         let full: Row = vec![

@@ -451,6 +451,17 @@ pub(super) fn default_value(ty: &FieldType, v: &Yaml) -> Result<Json, String> {
     }
 }
 
+/// The catalog of the given entity files (each a file name and its YAML text), with no
+/// plugins; for unit tests, which fail on a file that does not compile.
+#[cfg(test)]
+pub fn test_catalog(files: &[(&str, &str)]) -> Catalog {
+    let sources: Vec<(std::path::PathBuf, String)> = files
+        .iter()
+        .map(|(name, text)| (std::path::PathBuf::from(name), text.to_string()))
+        .collect();
+    compile_sources(&sources, &[]).expect("the test's entity files compile")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,8 @@ pub mod rules;
 pub mod value;
 mod yaml_error;
 
+#[cfg(test)]
+pub use compile::test_catalog;
 pub use compile::{Diagnostic, compile_dir, compile_sources};
 pub use json_schema::{field_schema, read_field_schema};
 

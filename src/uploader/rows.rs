@@ -426,7 +426,7 @@ pub fn result_cells<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::compile_sources;
+    use crate::schema::test_catalog;
 
     fn params_of(w: Work) -> Result<serde_json::Map<String, Json>, String> {
         match w {
@@ -441,11 +441,7 @@ mod tests {
     #[test]
     fn a_filled_row_copies_the_template_into_what_coercion_makes() {
         let text = "fields:\n  name: { type: string, required: true }\n  n: { type: integer }\n  b: { type: boolean }\n  d: { type: date }\n";
-        let catalog = compile_sources(
-            &[(std::path::PathBuf::from("things.yaml"), text.into())],
-            &[],
-        )
-        .unwrap();
+        let catalog = test_catalog(&[("things.yaml", text)]);
         let e = catalog.get("things").unwrap();
         let header: Vec<String> = ["d", "op", "name", "id", "b", "n"].map(String::from).into();
         let cols = Columns::from_header(&header, e).unwrap();
