@@ -233,37 +233,59 @@ impl Checker {
     }
 }
 
-/// Decodes `src` from `encoding` into the UTF-8 file `out` while checking every record.
+/// Checks the file at `src` whole and leaves its UTF-8 working copy at `out`. A UTF-8 file
+/// without a byte-order mark is its own working copy: it is checked as it is read and then
+/// linked at `out` (copied where the file system cannot link), instead of being written out
+/// a second time.
 pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layout, UploadError> {
     let io = UploadError::from;
     let mut input = std::fs::File::open(src).map_err(io)?;
-    let mut output = std::io::BufWriter::new(std::fs::File::create(out).map_err(io)?);
     let mut decoder = encoding.new_decoder_with_bom_removal();
     let mut checker = Checker::new();
     let mut inbuf = vec![0u8; 256 * 1024];
     let mut outbuf = vec![0u8; 1024 * 1024];
-    let mut first = true;
+    // None until the first read has shown whether the file is its own working copy; then
+    // Some(None) when it is, else the copy being written.
+    let mut output: Option<Option<std::io::BufWriter<std::fs::File>>> = None;
     let mut bom = false;
+    let mut decoded = 0u64;
     loop {
         let n = input.read(&mut inbuf).map_err(io)?;
         let last = n == 0;
-        if first && n >= 3 {
-            bom = inbuf[..3] == [0xEF, 0xBB, 0xBF];
-            first = false;
+        if output.is_none() {
+            bom = n >= 3 && inbuf[..3] == [0xEF, 0xBB, 0xBF];
+            output = Some(if encoding == encoding_rs::UTF_8 && n >= 3 && !bom {
+                None
+            } else {
+                Some(std::io::BufWriter::new(
+                    std::fs::File::create(out).map_err(io)?,
+                ))
+            });
         }
+        let mut copy = output.as_mut().and_then(Option::as_mut);
         let mut chunk = &inbuf[..n];
         loop {
             let (res, read, written) =
                 decoder.decode_to_utf8_without_replacement(chunk, &mut outbuf, last);
             checker.feed(&outbuf[..written])?;
-            output.write_all(&outbuf[..written]).map_err(io)?;
+            if let Some(w) = copy.as_mut() {
+                w.write_all(&outbuf[..written]).map_err(io)?;
+            }
+            decoded += written as u64;
             chunk = &chunk[read..];
             match res {
                 DecoderResult::InputEmpty => break,
                 DecoderResult::OutputFull => continue,
                 DecoderResult::Malformed(_, _) => {
-                    output.flush().map_err(io)?;
-                    return Err(not_valid_in(out, encoding));
+                    // What was decoded so far is in the copy, or is the file itself.
+                    let text = match copy {
+                        Some(w) => {
+                            w.flush().map_err(io)?;
+                            out
+                        }
+                        None => src,
+                    };
+                    return Err(not_valid_in(text, decoded, encoding));
                 }
             }
         }
@@ -272,8 +294,12 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
         }
     }
     checker.finish()?;
-    output.flush().map_err(io)?;
-    drop(output);
+    match output.flatten() {
+        Some(w) => {
+            w.into_inner().map_err(|e| io(e.into_error()))?;
+        }
+        None => link_or_copy(src, out).map_err(io)?,
+    }
     let separator = checker.sep.unwrap_or(b',');
     let header = read_header(out, separator)?;
     let rows = checker.record.saturating_sub(1);
@@ -285,12 +311,21 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
     })
 }
 
+/// `src` linked at `out`, or copied there when the file system cannot link it.
+fn link_or_copy(src: &Path, out: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(src, out) {
+        Ok(()) => Ok(()),
+        Err(_) => std::fs::copy(src, out).map(|_| ()),
+    }
+}
+
 /// The refusal of a file with bytes that are not valid in `encoding`, naming the line as an
-/// editor counts it (the header is the first): one more than the line feeds already decoded
-/// into `utf8`, which holds everything before the bad bytes.
-fn not_valid_in(utf8: &Path, encoding: &'static Encoding) -> UploadError {
-    let decoded = std::fs::read(utf8).unwrap_or_default();
-    let line = decoded.iter().filter(|&&b| b == b'\n').count() + 1;
+/// editor counts it (the header is the first): one more than the line feeds in the first
+/// `decoded` bytes of `text`, the UTF-8 text decoded before the bad bytes.
+fn not_valid_in(text: &Path, decoded: u64, encoding: &'static Encoding) -> UploadError {
+    let mut before = Vec::new();
+    let _ = std::fs::File::open(text).and_then(|f| f.take(decoded).read_to_end(&mut before));
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
     let hint = if encoding == encoding_rs::UTF_8 {
         "if the file was saved in another encoding, name it in the `encoding` option \
          (for example windows-1252, ISO-8859-1 or UTF-16LE)"
@@ -396,6 +431,48 @@ mod tests {
         }
         assert_eq!(fed(texts[1], 1000), Ok(3));
         assert!(fed(texts[6], 1000).unwrap_err().contains("carriage return"));
+    }
+
+    /// The working copy `check` leaves of `text` in `encoding`, or the problem.
+    fn copy_of(text: &[u8], encoding: &'static Encoding) -> Result<Vec<u8>, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, out) = (dir.path().join("in"), dir.path().join("out"));
+        std::fs::write(&src, text).unwrap();
+        check(&src, &out, encoding).map_err(|e| e.to_string())?;
+        Ok(std::fs::read(&out).unwrap())
+    }
+
+    #[test]
+    fn the_working_copy_is_the_text_in_utf8_linked_or_written() {
+        // UTF-8 without a byte-order mark: the file itself.
+        let plain = b"op,name\nc,caf\xC3\xA9\n";
+        assert_eq!(copy_of(plain, encoding_rs::UTF_8).unwrap(), plain);
+        // With one: written without it.
+        let marked = b"\xEF\xBB\xBFop,name\nc,x\n";
+        assert_eq!(
+            copy_of(marked, encoding_rs::UTF_8).unwrap(),
+            b"op,name\nc,x\n"
+        );
+        // Another encoding: decoded.
+        let latin = b"op,name\nc,caf\xE9\n";
+        assert_eq!(
+            copy_of(latin, encoding_rs::WINDOWS_1252).unwrap(),
+            "op,name\nc,caf\u{e9}\n".as_bytes()
+        );
+        // Shorter than a byte-order mark.
+        assert_eq!(copy_of(b"a\n", encoding_rs::UTF_8).unwrap(), b"a\n");
+        // Bad bytes past the first read name their line, with and without a mark.
+        let mut long = b"op,name\n".to_vec();
+        for i in 0..40_000 {
+            long.extend_from_slice(format!("c,row {i}\n").as_bytes());
+        }
+        assert!(long.len() > 256 * 1024);
+        long.extend_from_slice(b"c,\xff\n");
+        let bad = copy_of(&long, encoding_rs::UTF_8).unwrap_err();
+        assert!(bad.contains(": line 40002 of the file: "), "{bad}");
+        let marked: Vec<u8> = [&b"\xEF\xBB\xBF"[..], &long].concat();
+        let bad = copy_of(&marked, encoding_rs::UTF_8).unwrap_err();
+        assert!(bad.contains(": line 40002 of the file: "), "{bad}");
     }
 
     #[test]
