@@ -41,3 +41,23 @@ marker_rows() {
     }
   }' > "$5"
 }
+
+# scratch_dir: sets `work` to a new temporary directory and `pid` to none; on exit, the server
+# whose process id is then in `pid` is stopped and `work` removed.
+scratch_dir() {
+  work=$(mktemp -d)
+  pid=""
+  trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+}
+
+# campaign_rows ROWS FILE [FAIL_EVERY]: the upload benchmarks' CSV of ROWS campaign creates, into
+# FILE; with FAIL_EVERY, every FAIL_EVERY-th row's `type` is not a number, and the row fails.
+campaign_rows() {
+  awk -v n="$1" -v f="${3:-0}" 'BEGIN {
+    print "op,name,type,description,is_active";
+    for (i = 1; i <= n; i++) {
+      t = (f > 0 && i % f == 0) ? "x" : i % 7;
+      printf "c,campaign %d,%s,row number %d of the benchmark,1\n", i, t, i
+    }
+  }' > "$2"
+}

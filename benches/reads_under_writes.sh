@@ -21,10 +21,7 @@ PORT="${PORT:-18197}"
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
 entiserve_bin
 COMPARE_BIN="${COMPARE_BIN:-}"
-work=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+scratch_dir
 base="http://127.0.0.1:$PORT"
 auth="Authorization: Basic YWRtaW46YmVuY2g="
 cat > "$work/create.lua" <<'LUA'

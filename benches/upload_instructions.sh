@@ -29,19 +29,10 @@ THREADS="${THREADS:-}"
 command -v valgrind >/dev/null || { echo "install valgrind (apt-get install valgrind)" >&2; exit 1; }
 entiserve_bin
 COMPARE_BIN="${COMPARE_BIN:-}"
-work=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+scratch_dir
 
-gen() { # rows file
-  awk -v n="$1" 'BEGIN {
-    print "op,name,type,description,is_active";
-    for (i = 1; i <= n; i++) printf "c,campaign %d,%s,row number %d of the benchmark,1\n", i, i % 7, i
-  }' > "$2"
-}
-gen 10 "$work/warm.csv"
-gen "$ROWS" "$work/rows.csv"
+campaign_rows 10 "$work/warm.csv"
+campaign_rows "$ROWS" "$work/rows.csv"
 
 entity=campaigns
 ok_rows="$ROWS"

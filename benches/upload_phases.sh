@@ -16,15 +16,9 @@ RUNS="${RUNS:-5}"
 PORT="${PORT:-18195}"
 entiserve_bin
 COMPARE_BIN="${COMPARE_BIN:-}"
-work=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+scratch_dir
 
-awk -v n="$ROWS" 'BEGIN {
-  print "op,name,type,description,is_active";
-  for (i = 1; i <= n; i++) printf "c,campaign %d,%s,row number %d of the benchmark,1\n", i, i % 7, i
-}' > "$work/rows.csv"
+campaign_rows "$ROWS" "$work/rows.csv"
 
 # log_ms LINE: the elapsed_ms of the server's log line that says LINE.
 log_ms() { grep -o "$1.*elapsed_ms=[0-9]*" "$work/server.log" | grep -o '[0-9]*$' | tail -n 1; }

@@ -19,6 +19,7 @@
 #       AWS_ENDPOINT_URL); the AWS_* variables as for the server (scripts/seaweedfs.sh prints them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 ROWS="${ROWS:-1000000}"
 RUNS="${RUNS:-3}"
 PORT="${PORT:-18191}"
@@ -36,17 +37,8 @@ prefix=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; remove_prefix; rm -rf "$work"; }
 trap cleanup EXIT
 
-gen() { # rows fail_every file
-  awk -v n="$1" -v f="$2" 'BEGIN {
-    print "op,name,type,description,is_active";
-    for (i = 1; i <= n; i++) {
-      t = (f > 0 && i % f == 0) ? "x" : i % 7;
-      printf "c,campaign %d,%s,row number %d of the benchmark,1\n", i, t, i
-    }
-  }' > "$3"
-}
-gen "$ROWS" 0 "$work/ok.csv"
-gen "$ROWS" 100 "$work/fail1.csv"
+campaign_rows "$ROWS" "$work/ok.csv"
+campaign_rows "$ROWS" "$work/fail1.csv" 100
 
 now_ms() { date +%s%3N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -244,25 +244,19 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
     let mut checker = Checker::new();
     let mut inbuf = vec![0u8; 256 * 1024];
     let mut outbuf = vec![0u8; 1024 * 1024];
-    // None until the first read has shown whether the file is its own working copy; then
-    // Some(None) when it is, else the copy being written.
-    let mut output: Option<Option<std::io::BufWriter<std::fs::File>>> = None;
-    let mut bom = false;
+    let mut n = input.read(&mut inbuf).map_err(io)?;
+    let bom = n >= 3 && inbuf[..3] == [0xEF, 0xBB, 0xBF];
+    // UTF-8 without a mark decodes to itself: the file is its own working copy.
+    let mut copy = if encoding == encoding_rs::UTF_8 && n >= 3 && !bom {
+        None
+    } else {
+        Some(std::io::BufWriter::new(
+            std::fs::File::create(out).map_err(io)?,
+        ))
+    };
     let mut decoded = 0u64;
     loop {
-        let n = input.read(&mut inbuf).map_err(io)?;
         let last = n == 0;
-        if output.is_none() {
-            bom = n >= 3 && inbuf[..3] == [0xEF, 0xBB, 0xBF];
-            output = Some(if encoding == encoding_rs::UTF_8 && n >= 3 && !bom {
-                None
-            } else {
-                Some(std::io::BufWriter::new(
-                    std::fs::File::create(out).map_err(io)?,
-                ))
-            });
-        }
-        let mut copy = output.as_mut().and_then(Option::as_mut);
         let mut chunk = &inbuf[..n];
         loop {
             let (res, read, written) =
@@ -278,7 +272,7 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
                 DecoderResult::OutputFull => continue,
                 DecoderResult::Malformed(_, _) => {
                     // What was decoded so far is in the copy, or is the file itself.
-                    let text = match copy {
+                    let text = match copy.as_mut() {
                         Some(w) => {
                             w.flush().map_err(io)?;
                             out
@@ -292,9 +286,10 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
         if last {
             break;
         }
+        n = input.read(&mut inbuf).map_err(io)?;
     }
     checker.finish()?;
-    match output.flatten() {
+    match copy {
         Some(w) => {
             w.into_inner().map_err(|e| io(e.into_error()))?;
         }
