@@ -349,6 +349,10 @@ async fn every_spelling_of_a_read_answers_the_same() {
         ("/campaigns/0", "campaigns `0` does not exist"),
         ("/campaigns/%30", "campaigns `0` does not exist"),
         ("/campaigns/x", "campaigns `x` does not exist"),
+        (
+            &*format!("/campaigns/{}", "é".repeat(3000)),
+            &*format!("campaigns `{}...` does not exist", "é".repeat(40)),
+        ),
         ("/nowhere/1", "there is no resource `nowhere`"),
         (&*format!("/campaigns/{id}/"), "no such route"),
     ] {

@@ -370,6 +370,113 @@ async fn latin_encodings_round_trip() {
 }
 
 #[tokio::test]
+async fn utf16_results_are_utf16_and_go_back_as_they_are() {
+    let app = spawn_app().await;
+    let text = "op;name;type\r\nc;Grüße 𝄞;1\r\nc;Zwei;x\r\n";
+    for (label, mark) in [("UTF-16LE", &[0xFF, 0xFE][..]), ("UTF-16BE", &[][..])] {
+        let enc = encoding_rs::Encoding::for_label(label.as_bytes()).unwrap();
+        let utf16 = |t: &str| -> Vec<u8> {
+            let mut b = mark.to_vec();
+            for u in t.encode_utf16() {
+                b.extend_from_slice(&if label == "UTF-16LE" {
+                    u.to_le_bytes()
+                } else {
+                    u.to_be_bytes()
+                });
+            }
+            b
+        };
+        let r = upload::upload_response(
+            &app,
+            form("campaigns", "u.csv", utf16(text)).text("encoding", label),
+        )
+        .await;
+        assert_eq!(r.status(), 200, "{label}");
+        assert_eq!(
+            r.headers()["content-type"],
+            format!("text/csv; charset={label}").as_str()
+        );
+        let out = r.bytes().await.unwrap().to_vec();
+        assert!(
+            out.starts_with(mark),
+            "{label}: the input's mark comes back"
+        );
+        let (result, bad) = enc.decode_without_bom_handling(&out[mark.len()..]);
+        assert!(!bad, "{label}: {out:?}");
+        let r = rows(&result, b';');
+        assert_eq!(r[0], ["res", "id", "op", "name", "type"], "{label}");
+        assert_eq!(r[1][0], "OK", "{label}: {r:?}");
+        assert_eq!(r[1][3], "Grüße 𝄞");
+        assert!(r[2][0].contains("type"), "{label}: {r:?}");
+        assert_eq!(out, [mark, &utf16(&result)[mark.len()..]].concat());
+
+        // The result goes back as it is, its created row now an update.
+        let again = result.replacen(";c;Grüße 𝄞", ";u;Grüße 𝄞 II", 1);
+        let r2 = upload::upload_response(
+            &app,
+            form("campaigns", "again.csv", utf16(&again)).text("encoding", label),
+        )
+        .await;
+        assert_eq!(r2.status(), 200, "{label}");
+        let out2 = r2.bytes().await.unwrap().to_vec();
+        let (result2, bad) = enc.decode_without_bom_handling(&out2[mark.len()..]);
+        assert!(!bad, "{label}");
+        assert_eq!(rows(&result2, b';')[1][0], "OK", "{label}: {result2}");
+        let (_, c) = json(
+            app.admin(Method::GET, &format!("/campaigns/{}", r[1][1]))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(c["name"], "Grüße 𝄞 II", "{label}");
+
+        // In the background: the stored result and its failed rows read in the same encoding.
+        let rid =
+            upload::start_background(&app, "campaigns", &utf16(text), &[("encoding", label)]).await;
+        app.wait_ended(&rid, Duration::from_secs(60)).await;
+        let stored = app
+            .admin(Method::GET, &format!("/bgrs/{rid}/result"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            stored.headers()["content-type"],
+            format!("text/csv; charset={label}").as_str()
+        );
+        let stored = stored.bytes().await.unwrap();
+        assert!(stored.starts_with(mark), "{label}");
+        let (text, bad) = enc.decode_without_bom_handling(&stored[mark.len()..]);
+        assert!(!bad, "{label}");
+        let mut stored_rows = rows(&text, b';');
+        assert_ne!(stored_rows[1][1], r[1][1], "{label}: a new object");
+        stored_rows[1][1] = r[1][1].clone();
+        assert_eq!(stored_rows, r, "{label}");
+        let (s, f) = json(
+            app.admin(Method::GET, &format!("/bgrs/{rid}/failed"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{f}");
+        assert_eq!(
+            (f["ran"].as_i64(), f["failed"].as_i64()),
+            (Some(2), Some(1)),
+            "{f}"
+        );
+        assert_eq!(
+            f["columns"],
+            json!(["res", "id", "op", "name", "type"]),
+            "{f}"
+        );
+        assert_eq!(f["rows"][0]["line"], 2, "{f}");
+        assert_eq!(f["rows"][0]["cells"][3], "Zwei", "{f}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn progress_modes_and_background() {
     let app = spawn_app().await;
     let csv = b"op;name\nc;one\nc;\nc;three\n".to_vec();

@@ -25,6 +25,23 @@ pub fn read(
     encoding: &'static encoding_rs::Encoding,
     keep: usize,
 ) -> Result<Failures, csv::Error> {
+    // The CSV reader splits bytes: UTF-16, whose separators are two bytes, is read as UTF-8.
+    if !encoding.is_ascii_compatible() {
+        let utf8 = encoding_rs_io::DecodeReaderBytesBuilder::new()
+            .encoding(Some(encoding))
+            .build(input);
+        return read_in(utf8, separator, encoding_rs::UTF_8, keep);
+    }
+    read_in(input, separator, encoding, keep)
+}
+
+/// [`read`] of a file in an encoding that is ASCII-compatible.
+fn read_in(
+    input: impl Read,
+    separator: u8,
+    encoding: &'static encoding_rs::Encoding,
+    keep: usize,
+) -> Result<Failures, csv::Error> {
     let mut r = csv::ReaderBuilder::new()
         .delimiter(separator)
         .has_headers(false)
@@ -105,5 +122,23 @@ mod tests {
         assert_eq!(f.failed, 1);
         assert_eq!(f.ran, 1);
         assert_eq!(f.rows[0].1, "bad café");
+    }
+
+    #[test]
+    fn reads_utf16_with_or_without_its_mark() {
+        let text = "res;op;name\r\nOK;c;a\r\nzu lang: Grüße;c;Grüße\r\n";
+        for (encoding, mark) in [
+            (encoding_rs::UTF_16LE, &[0xFF, 0xFE][..]),
+            (encoding_rs::UTF_16BE, &[0xFE, 0xFF][..]),
+            (encoding_rs::UTF_16LE, &[][..]),
+        ] {
+            let mut bytes = mark.to_vec();
+            crate::uploader::validate::encode(text, encoding, &mut bytes);
+            let f = read(&bytes[..], b';', encoding, 10).unwrap();
+            assert_eq!(f.columns, ["res", "op", "name"], "{encoding:?} {mark:?}");
+            assert_eq!((f.ran, f.failed), (2, 1));
+            assert_eq!(f.rows[0].0, 2);
+            assert_eq!(f.rows[0].2, ["zu lang: Grüße", "c", "Grüße"]);
+        }
     }
 }

@@ -271,8 +271,8 @@ pub(super) fn open_result(
         w.flush().map_err(io_err)?;
     }
     let mut bytes = Vec::new();
-    if plan.layout.bom && plan.encoding() == encoding_rs::UTF_8 {
-        bytes.extend_from_slice(&[0xEF, 0xBB, 0xBF]);
+    if plan.layout.bom {
+        bytes.extend_from_slice(super::validate::bom_of(plan.encoding()));
     }
     super::validate::encode(&String::from_utf8_lossy(&text), plan.encoding(), &mut bytes);
     f.write_all(&bytes).map_err(io_err)?;

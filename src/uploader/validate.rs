@@ -16,7 +16,8 @@ pub struct Layout {
     pub separator: u8,
     /// Number of data records.
     pub rows: u64,
-    /// Whether the file began with a byte-order mark.
+    /// Whether the file began with its encoding's byte-order mark (the result file then
+    /// does too).
     pub bom: bool,
 }
 
@@ -245,7 +246,8 @@ pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layo
     let mut inbuf = vec![0u8; 256 * 1024];
     let mut outbuf = vec![0u8; 1024 * 1024];
     let mut n = input.read(&mut inbuf).map_err(io)?;
-    let bom = n >= 3 && inbuf[..3] == [0xEF, 0xBB, 0xBF];
+    let mark = bom_of(encoding);
+    let bom = !mark.is_empty() && inbuf[..n].starts_with(mark);
     // UTF-8 without a mark decodes to itself: the file is its own working copy.
     let mut copy = if encoding == encoding_rs::UTF_8 && n >= 3 && !bom {
         None
@@ -347,10 +349,38 @@ fn read_header(utf8: &Path, separator: u8) -> Result<Vec<String>, UploadError> {
     }
 }
 
+/// The byte-order mark a file in `encoding` may start with: none for encodings other than
+/// UTF-8 and UTF-16.
+pub fn bom_of(encoding: &'static Encoding) -> &'static [u8] {
+    if encoding == encoding_rs::UTF_8 {
+        &[0xEF, 0xBB, 0xBF]
+    } else if encoding == encoding_rs::UTF_16LE {
+        &[0xFF, 0xFE]
+    } else if encoding == encoding_rs::UTF_16BE {
+        &[0xFE, 0xFF]
+    } else {
+        &[]
+    }
+}
+
 /// Encodes UTF-8 text into `encoding` (unmappable characters become numeric references).
 pub fn encode(text: &str, encoding: &'static Encoding, out: &mut Vec<u8>) {
     if encoding == encoding_rs::UTF_8 {
         out.extend_from_slice(text.as_bytes());
+        return;
+    }
+    // The Encoding Standard has no UTF-16 encoders (encoding_rs writes UTF-8 for both labels),
+    // so UTF-16 is written here.
+    if encoding == encoding_rs::UTF_16LE || encoding == encoding_rs::UTF_16BE {
+        let little = encoding == encoding_rs::UTF_16LE;
+        out.reserve(text.len() * 2);
+        for unit in text.encode_utf16() {
+            out.extend_from_slice(&if little {
+                unit.to_le_bytes()
+            } else {
+                unit.to_be_bytes()
+            });
+        }
         return;
     }
     let mut enc = encoding.new_encoder();
@@ -490,5 +520,30 @@ mod tests {
         let bad = run(b"op,name\nc,\"two\nlines\"\nc,\xff\n").unwrap_err();
         assert!(bad.contains(": line 4 of the file: "), "{bad}");
         assert!(run(b"").unwrap_err().contains("header"));
+    }
+
+    #[test]
+    fn utf16_is_written_as_utf16_and_its_mark_is_kept() {
+        let text = "res;op;name\r\nOK;c;Grüße 𝄞\r\n";
+        for (encoding, mark) in [
+            (encoding_rs::UTF_16LE, [0xFF, 0xFE]),
+            (encoding_rs::UTF_16BE, [0xFE, 0xFF]),
+        ] {
+            let mut bytes = Vec::new();
+            encode(text, encoding, &mut bytes);
+            let (back, bad) = encoding.decode_without_bom_handling(&bytes);
+            assert!(!bad, "{encoding:?}");
+            assert_eq!(back, text);
+            assert_eq!(bytes.len(), text.encode_utf16().count() * 2);
+            assert_eq!(bom_of(encoding), mark);
+            let dir = tempfile::tempdir().unwrap();
+            let (src, out) = (dir.path().join("in"), dir.path().join("out"));
+            std::fs::write(&src, [&mark[..], &bytes].concat()).unwrap();
+            let l = check(&src, &out, encoding).unwrap();
+            assert!(l.bom, "{encoding:?}");
+            assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
+            std::fs::write(&src, &bytes).unwrap();
+            assert!(!check(&src, &out, encoding).unwrap().bom, "{encoding:?}");
+        }
     }
 }
