@@ -294,6 +294,12 @@ async fn whole_file_rejections_change_nothing() {
             form("campaigns", "a.csv", b"op,name\nc,x\n".to_vec()).text("bgrs", "sometimes"),
             "bgrs",
         ),
+        (
+            // UTF-8 sent as UTF-16: it decodes, into a header of strange characters.
+            form("campaigns", "a.csv", b"op,name\nc,one\n".to_vec()).text("encoding", "UTF-16"),
+            "the file was read as UTF-16LE: if it was saved in another encoding, name that one \
+             in the `encoding` option",
+        ),
     ];
     for (f, needle) in cases {
         let r = upload::upload_response(&app, f).await;
@@ -309,6 +315,16 @@ async fn whole_file_rejections_change_nothing() {
         );
     }
     assert_eq!(count(&app, "campaigns").await, 0);
+    // In UTF-8, a header that does not fit is only about the header.
+    let (_, b) = upload::upload_json(
+        &app,
+        form("campaigns", "a.csv", b"op,name,colour\nc,x,red\n".to_vec()),
+    )
+    .await;
+    assert!(
+        !b["description"].as_str().unwrap().contains("read as"),
+        "{b}"
+    );
     let r = app
         .admin(Method::POST, UPLOAD)
         .body("op,name\n")

@@ -153,13 +153,25 @@ impl Columns {
 /// Checks a file's header against `e` before any row runs ([`Columns::from_header`]), and
 /// refuses a file that creates objects (a `c` row) without the column of a field every
 /// create needs (required, without a default). The op column of the UTF-8 working copy
-/// `utf8` is read only when such a column is missing.
+/// `utf8` is read only when such a column is missing. A header that does not fit, read from a
+/// file in another encoding than UTF-8, says which one: a file in yet another encoding decodes
+/// without an error into a header of strange characters.
 pub fn check_columns(
     layout: &super::validate::Layout,
     e: &Entity,
     utf8: &std::path::Path,
+    encoding: &'static encoding_rs::Encoding,
 ) -> Result<(), String> {
-    let cols = Columns::from_header(&layout.header, e)?;
+    let cols = Columns::from_header(&layout.header, e).map_err(|m| {
+        if encoding == encoding_rs::UTF_8 {
+            return m;
+        }
+        format!(
+            "{m}; the file was read as {}: if it was saved in another encoding, name that one \
+             in the `encoding` option",
+            encoding.name()
+        )
+    })?;
     let missing: Vec<&str> = e
         .fields
         .iter()

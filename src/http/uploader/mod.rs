@@ -320,10 +320,12 @@ async fn check_file(
         "upload checked"
     );
     let (l2, e2, u2) = (layout.clone(), asked.entity.clone(), utf8.to_path_buf());
-    tokio::task::spawn_blocking(move || crate::uploader::rows::check_columns(&l2, &e2, &u2))
-        .await
-        .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?
-        .map_err(|m| ApiError::BadRequest(format!("the file cannot be used: {m}")))?;
+    tokio::task::spawn_blocking(move || {
+        crate::uploader::rows::check_columns(&l2, &e2, &u2, encoding)
+    })
+    .await
+    .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))?
+    .map_err(|m| ApiError::BadRequest(format!("the file cannot be used: {m}")))?;
     let (u2, l2, e2) = (utf8.to_path_buf(), layout.clone(), asked.entity.clone());
     let sealed =
         tokio::task::spawn_blocking(move || crate::uploader::seal::seal_file(&u2, &l2, &e2))
