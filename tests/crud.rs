@@ -197,6 +197,21 @@ async fn list_pages_filters_counts_and_csv() {
     .await;
     assert_eq!((s, error_code(&b)), (400, "unknown_field".into()));
     assert!(b["description"].as_str().unwrap().contains("colour"));
+    // An unknown field of 100,000 characters is named by its first 40.
+    let long = "c".repeat(100_000);
+    let (s, b) = json(
+        app.admin(Method::POST, "/campaigns")
+            .json(&json!({"name": "x", long.as_str(): 1}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, error_code(&b)), (400, "unknown_field".into()), "{b}");
+    assert_eq!(
+        b["description"],
+        format!("unknown field `{}...`", "c".repeat(40)),
+    );
     app.stop().await;
 }
 

@@ -354,6 +354,10 @@ async fn every_spelling_of_a_read_answers_the_same() {
             &*format!("campaigns `{}...` does not exist", "é".repeat(40)),
         ),
         ("/nowhere/1", "there is no resource `nowhere`"),
+        (
+            &*format!("/{}/1", "n".repeat(3000)),
+            &*format!("there is no resource `{}...`", "n".repeat(40)),
+        ),
         (&*format!("/campaigns/{id}/"), "no such route"),
     ] {
         let (s, body) = json(app.admin(Method::GET, path).send().await.unwrap()).await;

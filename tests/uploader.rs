@@ -315,6 +315,16 @@ async fn whole_file_rejections_change_nothing() {
         );
     }
     assert_eq!(count(&app, "campaigns").await, 0);
+    // A column name of a megabyte is not echoed whole.
+    let long = format!("op,{}\nc,x\n", "n".repeat(1_000_000));
+    let (s, b) = upload::upload_json(&app, form("campaigns", "a.csv", long.into_bytes())).await;
+    let d = b["description"].as_str().unwrap();
+    assert_eq!(s, 400, "{d}");
+    assert!(
+        d.contains(&format!("`{}...` is not a field", "n".repeat(40))),
+        "{d}"
+    );
+    assert!(d.len() < 300, "{d}");
     // In UTF-8, a header that does not fit is only about the header.
     let (_, b) = upload::upload_json(
         &app,

@@ -1,6 +1,7 @@
 //! The engine's errors: everything a single call can fail with, each with its HTTP status and
 //! contract error code. The same value becomes a REST error, a batch item's body and a CSV `res`.
 
+use crate::schema::format::shown;
 use serde_json::{Map, Value as Json, json};
 use std::collections::BTreeMap;
 
@@ -99,7 +100,7 @@ impl CallError {
 
     pub fn description(&self) -> String {
         match self {
-            CallError::UnknownEntity(e) => format!("there is no resource `{e}`"),
+            CallError::UnknownEntity(e) => format!("there is no resource `{}`", shown(e)),
             CallError::ChangedElsewhere(e) => format!(
                 "another server on this database changed the definition of `{e}`; this server serves it again once its own entity files match (reload it)"
             ),
@@ -113,8 +114,8 @@ impl CallError {
                 let names: Vec<String> = f
                     .iter()
                     .map(|(n, hint)| match hint {
-                        Some(h) => format!("`{n}` (did you mean `{h}`?)"),
-                        None => format!("`{n}`"),
+                        Some(h) => format!("`{}` (did you mean `{h}`?)", shown(n)),
+                        None => format!("`{}`", shown(n)),
                     })
                     .collect();
                 format!("unknown field {}", names.join(", "))

@@ -17,21 +17,12 @@ use std::sync::Arc;
 
 fn parse_id(entity: &str, id: &str) -> Result<i64> {
     // Ids are assigned from 1: anything else names no object.
-    crate::input::id(id)
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| ApiError::NotFound(format!("{entity} `{}` does not exist", shortened(id))))
-}
-
-/// Most characters of a client's id echoed in an error.
-const SHOWN_ID_CHARS: usize = 40;
-
-/// `id` as an error shows it: its first [`SHOWN_ID_CHARS`] characters and an ellipsis when it
-/// is longer.
-fn shortened(id: &str) -> std::borrow::Cow<'_, str> {
-    match id.char_indices().nth(SHOWN_ID_CHARS) {
-        None => id.into(),
-        Some((end, _)) => format!("{}...", &id[..end]).into(),
-    }
+    crate::input::id(id).filter(|n| *n >= 1).ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "{entity} `{}` does not exist",
+            crate::schema::format::shown(id)
+        ))
+    })
 }
 
 fn page_param(pairs: &[(String, String)], name: &str, default: i64, max: i64) -> Result<i64> {

@@ -125,18 +125,34 @@ pub const TYPES: &[(&str, &str)] = &[
 
 /// The known name nearest to `word`, when one is close enough to be a likely misspelling.
 pub fn nearest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = match word.chars().count() {
+    let length = word.chars().count();
+    let limit = match length {
         0..=2 => 1,
         3..=5 => 2,
         _ => 3,
     };
+    // Names whose lengths differ by more than the limit are further apart than it: a client's
+    // word of a million characters is compared with none (the distance costs both lengths
+    // multiplied).
     known
         .into_iter()
-        .filter(|k| *k != word)
+        .filter(|k| *k != word && k.chars().count().abs_diff(length) <= limit)
         .map(|k| (strsim::damerau_levenshtein(word, k), k))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
+}
+
+/// Most characters of a client's word that a message shows.
+const SHOWN_CHARS: usize = 40;
+
+/// A client's word as a message shows it: its first [`SHOWN_CHARS`] characters and `...`
+/// when it is longer (an id or a column name of a megabyte is not echoed whole).
+pub fn shown(word: &str) -> std::borrow::Cow<'_, str> {
+    match word.char_indices().nth(SHOWN_CHARS) {
+        None => word.into(),
+        Some((end, _)) => format!("{}...", &word[..end]).into(),
+    }
 }
 
 /// `unknown key `x``, with the nearest known key when there is one.
@@ -286,5 +302,21 @@ mod tests {
         assert_eq!(nearest("nme", ["name", "price"]), Some("name"));
         assert_eq!(nearest("strnig", TYPES.iter().map(|t| t.0)), Some("string"));
         assert_eq!(nearest("colour", ["name", "price"]), None);
+        // Three letters more or less is still a misspelling; a fourth is not.
+        assert_eq!(nearest("descr", ["description"]), None);
+        assert_eq!(
+            nearest("descriptionxyz", ["description"]),
+            Some("description")
+        );
+        assert_eq!(nearest("descriptionwxyz", ["description"]), None);
+        assert_eq!(nearest(&"n".repeat(1_000_000), ["name", "n"]), None);
+    }
+
+    #[test]
+    fn long_words_are_shown_cut() {
+        assert_eq!(shown("name"), "name");
+        let forty = "é".repeat(40);
+        assert_eq!(shown(&forty), forty);
+        assert_eq!(shown(&"é".repeat(41)), format!("{forty}..."));
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::csvsafe;
 use crate::engine::{Call, CallError, Op, prepare, render};
-use crate::schema::Entity;
+use crate::schema::{Entity, format};
 use serde_json::Value as Json;
 use std::borrow::Cow;
 
@@ -58,7 +58,11 @@ impl Columns {
         let mut res = None;
         for (i, h) in header.iter().enumerate() {
             if header[..i].contains(h) {
-                return Err(format!("header, column {}: `{h}` appears twice", i + 1));
+                return Err(format!(
+                    "header, column {}: `{}` appears twice",
+                    i + 1,
+                    format::shown(h)
+                ));
             }
             match h.as_str() {
                 "op" => op = Some(i),
@@ -233,10 +237,11 @@ fn not_a_field(i: usize, name: &str, header: &[String], e: &Entity) -> String {
         .iter()
         .map(|f| f.name.as_str())
         .chain(["op", "id", "res"]);
-    let message = crate::schema::format::with_hint(
+    let message = format::with_hint(
         format!(
-            "header, column {}: `{name}` is not a field of {}",
+            "header, column {}: `{}` is not a field of {}",
             i + 1,
+            format::shown(name),
             e.name
         ),
         name,

@@ -255,7 +255,10 @@ fn asked(idempotency_key: Option<&str>, received: &Received, state: &AppState) -
     let catalog = state.engine.catalog.load();
     let entity = catalog.get(&name).cloned().ok_or_else(|| {
         ApiError::BadRequest(crate::schema::format::with_hint(
-            format!("there is no entity `{name}`"),
+            format!(
+                "there is no entity `{}`",
+                crate::schema::format::shown(&name)
+            ),
             &name,
             catalog.entities.keys().map(String::as_str),
         ))
