@@ -819,3 +819,86 @@ async fn form_fields_may_come_in_the_query_string() {
         "{names:?}"
     );
 }
+
+/// The file is checked as it arrives in the encoding named before it (in the query string or
+/// an earlier field); an `encoding` field after the file still decides, and a refusal reads
+/// the same whichever way the check ran. No working copy is left behind.
+#[tokio::test]
+async fn the_encoding_decides_wherever_the_form_names_it() {
+    let app = spawn_app().await;
+    let latin = b"op;name\nc;Caf\xe9\n".to_vec();
+    let part = |bytes: &[u8]| Part::bytes(bytes.to_vec()).file_name("e.csv");
+    let before = Form::new()
+        .text("entity", "campaigns")
+        .text("encoding", "windows-1252")
+        .part("csvfile", part(&latin));
+    let after = form("campaigns", "e.csv", latin.clone()).text("encoding", "windows-1252");
+    for (how, f, path) in [
+        ("before", before, UPLOAD.to_string()),
+        ("after", after, UPLOAD.to_string()),
+        (
+            "query",
+            form("campaigns", "e.csv", latin.clone()),
+            format!("{UPLOAD}?encoding=windows-1252"),
+        ),
+    ] {
+        let r = app
+            .admin(Method::POST, &path)
+            .multipart(f)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{how}");
+        let out = r.bytes().await.unwrap();
+        let (text, _, bad) = encoding_rs::WINDOWS_1252.decode(&out);
+        assert!(!bad, "{how}");
+        let lines = rows(&text, b';');
+        assert_eq!(lines[1][0], "OK", "{how}: {lines:?}");
+        assert_eq!(lines[1][3], "Café", "{how}");
+    }
+    // The same bytes read as UTF-8: refused at their line, the encoding named before the
+    // file or not at all.
+    let utf8_before = Form::new()
+        .text("entity", "campaigns")
+        .text("encoding", "UTF-8")
+        .part("csvfile", part(&latin));
+    for (how, f) in [
+        ("named before", utf8_before),
+        ("not named", form("campaigns", "e.csv", latin.clone())),
+    ] {
+        let (s, body) = upload::upload(&app, f).await;
+        assert_eq!(s, 400, "{how}: {body}");
+        assert!(
+            body.contains("line 2 of the file: bytes that are not valid UTF-8"),
+            "{how}: {body}"
+        );
+    }
+    let (s, body) = upload::upload(
+        &app,
+        form("campaigns", "e.csv", b"op,name\nc,\"open\n".to_vec()),
+    )
+    .await;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("line 1: a quoted field is never closed"),
+        "{body}"
+    );
+    assert_eq!(all_campaigns(&app).await.len(), 3);
+    // A check set aside is dropped on its own thread, a moment after the reply.
+    let uploads = app.dir.path().join("data").join("uploads");
+    let start = Instant::now();
+    loop {
+        let left: Vec<_> = std::fs::read_dir(&uploads)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "left in the uploads folder: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.stop().await;
+}

@@ -43,7 +43,12 @@ pub fn is_zip(path: &Path) -> bool {
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok()
-        && (magic == *b"PK\x03\x04" || magic == *b"PK\x05\x06")
+        && is_zip_start(&magic)
+}
+
+/// Whether a file beginning with `first` is a ZIP archive (its first four bytes tell).
+pub fn is_zip_start(first: &[u8]) -> bool {
+    first.starts_with(b"PK\x03\x04") || first.starts_with(b"PK\x05\x06")
 }
 
 fn bad(msg: impl Into<String>) -> UploadError {

@@ -2,6 +2,8 @@
 //! in memory, refused past the size limit), the other parts are small text fields.
 
 use super::UploadError;
+use super::validate::{Check, Layout};
+use encoding_rs::Encoding;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tokio::io::AsyncWriteExt;
@@ -11,6 +13,68 @@ pub struct Received {
     pub fields: HashMap<String, String>,
     /// The stored file part and its original name.
     pub file: Option<(PathBuf, String)>,
+    /// The whole-file check of the file part, run as it arrived.
+    pub early: Option<Early>,
+}
+
+/// The whole-file check of a file part run as the part arrives, on a thread of its own, in
+/// the encoding known when the part began (from the query string or an earlier field). Its
+/// working copy is removed unless it is finished well.
+pub struct Early {
+    /// The encoding the file was read in.
+    pub encoding: &'static Encoding,
+    /// Where the working copy goes.
+    pub utf8: PathBuf,
+    tx: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    check: tokio::task::JoinHandle<Check>,
+}
+
+impl Early {
+    fn start(encoding: &'static Encoding, dir: &Path) -> Early {
+        let utf8 = working_copy_path(dir);
+        let mut check = Check::new(encoding, &utf8);
+        // A few pieces in hand keep the check busy without holding much of the file.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+        let check = tokio::task::spawn_blocking(move || {
+            while let Some(bytes) = rx.blocking_recv() {
+                check.feed(&bytes);
+            }
+            check
+        });
+        Early {
+            encoding,
+            utf8,
+            tx: Some(tx),
+            check,
+        }
+    }
+
+    async fn feed(&mut self, bytes: bytes::Bytes) {
+        if let Some(tx) = &self.tx
+            && tx.send(bytes).await.is_err()
+        {
+            self.tx = None;
+        }
+    }
+
+    /// The layout of the file, now whole at `src`; its working copy is then at `utf8`.
+    pub async fn finish(mut self, src: &Path) -> Result<Layout, UploadError> {
+        let stopped = || UploadError::Io("the check of the file stopped".into());
+        self.tx = None;
+        let check = self.check.await.map_err(|_| stopped())?;
+        let src = src.to_path_buf();
+        tokio::task::spawn_blocking(move || check.finish(&src))
+            .await
+            .map_err(|_| stopped())?
+    }
+}
+
+/// A new file name for an upload's UTF-8 working copy, in `dir`.
+pub fn working_copy_path(dir: &Path) -> PathBuf {
+    dir.join(format!(
+        "{}.utf8.csv",
+        hex::encode(rand::random::<[u8; 12]>())
+    ))
 }
 
 /// Removes entries of `dir` (files and folders) that are not in `owned` and were last
@@ -154,14 +218,16 @@ impl Drop for Scratch {
 }
 
 /// Reads every part of a `multipart/form-data` body; the part named `file_field` goes to a
-/// new file in `dir`. On any error (a malformed body, a part over its limit, a second file part)
-/// nothing is left in `dir`.
+/// new file in `dir`, checked as it arrives in the encoding `early` names from the fields
+/// before it (none: checked later). On any error (a malformed body, a part over its limit, a
+/// second file part) nothing is left in `dir`.
 pub async fn receive(
     content_type: &str,
     body: poem::Body,
     dir: &Path,
     file_field: &str,
     limits: FormLimits,
+    early: impl Fn(&HashMap<String, String>) -> Option<&'static Encoding>,
 ) -> Result<Received, UploadError> {
     // The whole body: the file, plus room for the other fields and the multipart framing.
     let whole = limits
@@ -177,6 +243,7 @@ pub async fn receive(
         .map_err(UploadError::from)?;
     let mut fields = HashMap::new();
     let mut file = Scratch(None);
+    let mut checked = None;
     let mut original = String::new();
     while let Some(mut field) = mp
         .next_field()
@@ -200,7 +267,9 @@ pub async fn receive(
                 hex::encode(rand::random::<[u8; 12]>())
             ));
             file.0 = Some(path.clone());
-            let n = copy_limited(&mut field, &path, &limits, file_field).await?;
+            let mut check = early(&fields).map(|e| Early::start(e, dir));
+            let n = copy_limited(&mut field, &path, &limits, file_field, &mut check).await?;
+            checked = check;
             crate::telemetry::upload_bytes(n);
         } else {
             if fields.contains_key(&name) {
@@ -216,14 +285,21 @@ pub async fn receive(
         }
     }
     let file = file.0.take().map(|p| (p, original));
-    Ok(Received { fields, file })
+    Ok(Received {
+        fields,
+        file,
+        early: checked,
+    })
 }
 
+/// Writes the file part to `path`, and hands each piece to `check` too, until the part is
+/// seen to be a ZIP bundle (whose CSV is checked once taken out).
 async fn copy_limited(
     field: &mut multer::Field<'_>,
     path: &Path,
     limits: &FormLimits,
     file_field: &str,
+    check: &mut Option<Early>,
 ) -> Result<u64, UploadError> {
     let io = UploadError::from;
     let mut out = tokio::io::BufWriter::with_capacity(
@@ -237,11 +313,19 @@ async fn copy_limited(
         .await
         .map_err(|e| form_error(e, limits, file_field))?
     {
+        if total == 0 && super::bundle::is_zip_start(&chunk) {
+            *check = None;
+        }
         total += chunk.len() as u64;
         if failed.is_none()
             && let Err(e) = out.write_all(&chunk).await
         {
             failed = Some(io(e));
+        }
+        if failed.is_none()
+            && let Some(c) = check.as_mut()
+        {
+            c.feed(chunk).await;
         }
         // After a failed write (a full disk) the rest of the file is read and dropped, so
         // that the client, still sending, gets the answer instead of a broken connection.

@@ -5,7 +5,7 @@
 use super::UploadError;
 use encoding_rs::{CoderResult, DecoderResult, Encoding};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What the check learned about a file.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -234,78 +234,184 @@ impl Checker {
     }
 }
 
-/// Checks the file at `src` whole and leaves its UTF-8 working copy at `out`. A UTF-8 file
-/// without a byte-order mark is its own working copy: it is checked as it is read and then
-/// linked at `out` (copied where the file system cannot link), instead of being written out
-/// a second time.
+/// Checks the file at `src` whole and leaves its UTF-8 working copy at `out` (see [`Check`]).
 pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layout, UploadError> {
-    let io = UploadError::from;
-    let mut input = std::fs::File::open(src).map_err(io)?;
-    let mut decoder = encoding.new_decoder_with_bom_removal();
-    let mut checker = Checker::new();
+    let mut input = std::fs::File::open(src).map_err(UploadError::from)?;
+    let mut check = Check::new(encoding, out);
     let mut inbuf = vec![0u8; 256 * 1024];
-    let mut outbuf = vec![0u8; 1024 * 1024];
-    let mut n = input.read(&mut inbuf).map_err(io)?;
-    let mark = bom_of(encoding);
-    let bom = !mark.is_empty() && inbuf[..n].starts_with(mark);
-    // UTF-8 without a mark decodes to itself: the file is its own working copy.
-    let mut copy = if encoding == encoding_rs::UTF_8 && n >= 3 && !bom {
-        None
-    } else {
-        Some(std::io::BufWriter::new(
-            std::fs::File::create(out).map_err(io)?,
-        ))
-    };
-    let mut decoded = 0u64;
     loop {
-        let last = n == 0;
-        let mut chunk = &inbuf[..n];
+        let n = input.read(&mut inbuf).map_err(UploadError::from)?;
+        if n == 0 {
+            break;
+        }
+        check.feed(&inbuf[..n]);
+    }
+    check.finish(src)
+}
+
+/// The whole-file check, fed a file's bytes piece by piece as it is read back ([`check`]) or
+/// as it arrives ([`crate::uploader::intake`]), then finished once the whole file is at its
+/// path. It decodes into a UTF-8 working copy; a UTF-8 file without a byte-order mark is its
+/// own working copy: it is checked as it is read and then linked at `out` (copied where the
+/// file system cannot link), instead of being written out a second time. After the first
+/// problem the rest is not looked at. The working copy is removed unless the check finished
+/// well.
+pub struct Check {
+    encoding: &'static Encoding,
+    decoder: encoding_rs::Decoder,
+    checker: Checker,
+    outbuf: Vec<u8>,
+    out: PathBuf,
+    /// The first bytes, held until there are enough to see whether a mark begins the file.
+    head: Vec<u8>,
+    /// Once the first bytes were seen: the working copy being written, or None when the file
+    /// is its own.
+    copy: Option<Option<std::io::BufWriter<std::fs::File>>>,
+    bom: bool,
+    /// UTF-8 bytes decoded so far.
+    decoded: u64,
+    /// Set when bytes did not decode: the check stopped before them.
+    malformed: bool,
+    failed: Option<UploadError>,
+    /// Whether the working copy stays (the check finished well).
+    kept: bool,
+}
+
+impl Check {
+    pub fn new(encoding: &'static Encoding, out: &Path) -> Check {
+        Check {
+            encoding,
+            decoder: encoding.new_decoder_with_bom_removal(),
+            checker: Checker::new(),
+            outbuf: vec![0u8; 1024 * 1024],
+            out: out.to_path_buf(),
+            head: Vec::new(),
+            copy: None,
+            bom: false,
+            decoded: 0,
+            malformed: false,
+            failed: None,
+            kept: false,
+        }
+    }
+
+    /// The next bytes of the file.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.failed.is_some() || self.malformed {
+            return;
+        }
+        if self.copy.is_some() {
+            self.decode(bytes, false);
+            return;
+        }
+        self.head.extend_from_slice(bytes);
+        if self.head.len() >= 3 {
+            self.begin();
+        }
+    }
+
+    /// Decides from the first bytes whether the file is its own working copy, and checks them.
+    fn begin(&mut self) {
+        let head = std::mem::take(&mut self.head);
+        let mark = bom_of(self.encoding);
+        self.bom = !mark.is_empty() && head.starts_with(mark);
+        // UTF-8 without a mark decodes to itself.
+        let own = self.encoding == encoding_rs::UTF_8 && head.len() >= 3 && !self.bom;
+        self.copy = Some(if own {
+            None
+        } else {
+            match std::fs::File::create(&self.out) {
+                Ok(f) => Some(std::io::BufWriter::new(f)),
+                Err(e) => {
+                    self.failed = Some(e.into());
+                    return;
+                }
+            }
+        });
+        self.decode(&head, false);
+    }
+
+    fn decode(&mut self, mut chunk: &[u8], last: bool) {
         loop {
             let (res, read, written) =
-                decoder.decode_to_utf8_without_replacement(chunk, &mut outbuf, last);
-            checker.feed(&outbuf[..written])?;
-            if let Some(w) = copy.as_mut() {
-                w.write_all(&outbuf[..written]).map_err(io)?;
+                self.decoder
+                    .decode_to_utf8_without_replacement(chunk, &mut self.outbuf, last);
+            let text = &self.outbuf[..written];
+            if let Err(e) = self.checker.feed(text) {
+                self.failed = Some(e);
+                return;
             }
-            decoded += written as u64;
+            if let Some(Some(w)) = self.copy.as_mut()
+                && let Err(e) = w.write_all(text)
+            {
+                self.failed = Some(e.into());
+                return;
+            }
+            self.decoded += written as u64;
             chunk = &chunk[read..];
             match res {
-                DecoderResult::InputEmpty => break,
+                DecoderResult::InputEmpty => return,
                 DecoderResult::OutputFull => continue,
                 DecoderResult::Malformed(_, _) => {
-                    // What was decoded so far is in the copy, or is the file itself.
-                    let text = match copy.as_mut() {
-                        Some(w) => {
-                            w.flush().map_err(io)?;
-                            out
-                        }
-                        None => src,
-                    };
-                    return Err(not_valid_in(text, decoded, encoding));
+                    self.malformed = true;
+                    return;
                 }
             }
         }
-        if last {
-            break;
-        }
-        n = input.read(&mut inbuf).map_err(io)?;
     }
-    checker.finish()?;
-    match copy {
-        Some(w) => {
-            w.into_inner().map_err(|e| io(e.into_error()))?;
+
+    /// The file's layout, once every byte of it was fed and it is whole at `src`; its working
+    /// copy is then at `out`.
+    pub fn finish(mut self, src: &Path) -> Result<Layout, UploadError> {
+        if self.copy.is_none() && self.failed.is_none() {
+            self.begin();
         }
-        None => link_or_copy(src, out).map_err(io)?,
+        if self.failed.is_none() && !self.malformed {
+            self.decode(&[], true);
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        let copy = self.copy.take().flatten();
+        if self.malformed {
+            // What was decoded so far is in the copy, or is the file itself.
+            let text = match copy {
+                Some(w) => {
+                    w.into_inner()
+                        .map_err(|e| UploadError::from(e.into_error()))?;
+                    self.out.as_path()
+                }
+                None => src,
+            };
+            return Err(not_valid_in(text, self.decoded, self.encoding));
+        }
+        self.checker.finish()?;
+        match copy {
+            Some(w) => {
+                w.into_inner()
+                    .map_err(|e| UploadError::from(e.into_error()))?;
+            }
+            None => link_or_copy(src, &self.out).map_err(UploadError::from)?,
+        }
+        let separator = self.checker.sep.unwrap_or(b',');
+        let header = read_header(&self.out, separator)?;
+        self.kept = true;
+        Ok(Layout {
+            header,
+            separator,
+            rows: self.checker.record.saturating_sub(1),
+            bom: self.bom,
+        })
     }
-    let separator = checker.sep.unwrap_or(b',');
-    let header = read_header(out, separator)?;
-    let rows = checker.record.saturating_sub(1);
-    Ok(Layout {
-        header,
-        separator,
-        rows,
-        bom,
-    })
+}
+
+impl Drop for Check {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.copy = None;
+            let _ = std::fs::remove_file(&self.out);
+        }
+    }
 }
 
 /// `src` linked at `out`, or copied there when the file system cannot link it.
@@ -417,6 +523,50 @@ mod tests {
         assert_eq!(l.header, ["op", "name", "description"]);
         assert_eq!((l.separator, l.rows, l.bom), (b';', 2, true));
         assert_eq!(run(b"op,name\nc,x").unwrap().rows, 1);
+    }
+
+    /// A file checked as it arrives, in pieces of any size, comes to what it comes to read
+    /// back whole: the same layout and working copy, or the same refusal, with no working
+    /// copy left after one.
+    #[test]
+    fn a_file_fed_as_it_arrives_is_checked_as_read_whole() {
+        let files: [(&[u8], &'static Encoding); 6] = [
+            (
+                b"\xEF\xBB\xBFop;name\r\nc;\"a;b\"\r\nc;x\n",
+                encoding_rs::UTF_8,
+            ),
+            (b"op,name\nc,x", encoding_rs::UTF_8),
+            (b"op;name\nc;Caf\xe9\n", encoding_rs::WINDOWS_1252),
+            (b"op;name\nc;Caf\xe9\n", encoding_rs::UTF_8),
+            (b"op,name\nc,\"open\n", encoding_rs::UTF_8),
+            (b"op", encoding_rs::UTF_8),
+        ];
+        for (text, encoding) in files {
+            let dir = tempfile::tempdir().unwrap();
+            let src = dir.path().join("in");
+            std::fs::write(&src, text).unwrap();
+            let whole = check(&src, &dir.path().join("whole"), encoding);
+            let copy = std::fs::read(dir.path().join("whole")).ok();
+            for piece in [1, 2, 5, text.len()] {
+                let out = dir.path().join(format!("fed{piece}"));
+                let mut c = Check::new(encoding, &out);
+                for part in text.chunks(piece) {
+                    c.feed(part);
+                }
+                let got = c.finish(&src);
+                match (&whole, &got) {
+                    (Ok(w), Ok(g)) => {
+                        assert_eq!(
+                            (&w.header, w.separator, w.rows, w.bom),
+                            (&g.header, g.separator, g.rows, g.bom)
+                        );
+                    }
+                    (Err(w), Err(g)) => assert_eq!(w.to_string(), g.to_string()),
+                    _ => panic!("{text:?} in {piece}: {whole:?} against {got:?}"),
+                }
+                assert_eq!(std::fs::read(&out).ok(), copy, "{text:?} in {piece}");
+            }
+        }
     }
 
     /// What checking `text` fed in pieces of `piece` bytes comes to: the records seen, or

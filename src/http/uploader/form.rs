@@ -154,6 +154,16 @@ impl<'a> ApiExtractor<'a> for Form {
         }
         // Read before the body, so that a malformed query string stores nothing.
         let query = crate::http::body::query_pairs(req)?;
+        let queried = query
+            .iter()
+            .find(|(k, _)| k == "encoding")
+            .map(|(_, v)| v.clone());
+        // The file is checked as it arrives in the encoding named so far; the form's own
+        // field wins over the query string's.
+        let early = move |fields: &std::collections::HashMap<String, String>| {
+            let named = fields.get("encoding").or(queried.as_ref());
+            super::encoding_of(named.map(String::as_str)).ok()
+        };
         let mut received = intake::receive(
             ctype,
             body.take()?,
@@ -163,6 +173,7 @@ impl<'a> ApiExtractor<'a> for Form {
                 file: state.settings.max_upload_bytes,
                 field: state.settings.max_field_bytes as u64,
             },
+            early,
         )
         .await
         .map_err(ApiError::from)?;

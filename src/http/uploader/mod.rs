@@ -267,14 +267,8 @@ fn asked(idempotency_key: Option<&str>, received: &Received, state: &AppState) -
         .file
         .clone()
         .ok_or_else(|| ApiError::BadRequest("the `csvfile` file is required".into()))?;
-    let label = received
-        .fields
-        .get("encoding")
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("UTF-8");
-    let encoding = encoding_rs::Encoding::for_label(label.as_bytes())
-        .ok_or_else(|| ApiError::BadRequest(format!("unknown encoding `{label}`")))?;
+    let encoding = encoding_of(received.fields.get("encoding").map(String::as_str))
+        .map_err(|label| ApiError::BadRequest(format!("unknown encoding `{label}`")))?;
     let background = flag(received, "bgrs")?;
     let show_progress = flag(received, "show_progress")?;
     let get_content = flag(received, "get_content")?;
@@ -305,18 +299,32 @@ fn asked(idempotency_key: Option<&str>, received: &Received, state: &AppState) -
     })
 }
 
+/// The encoding the `encoding` field names (UTF-8 when it is absent or blank), or the label
+/// it does not know.
+fn encoding_of(field: Option<&str>) -> std::result::Result<&'static encoding_rs::Encoding, &str> {
+    let label = field
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("UTF-8");
+    encoding_rs::Encoding::for_label(label.as_bytes()).ok_or(label)
+}
+
 /// Checks the CSV at `csv_path` whole, writing its UTF-8 working copy to `utf8`, and seals
 /// the copy's secret columns: its layout, and whether it was sealed.
 async fn check_file(
     csv_path: std::path::PathBuf,
     utf8: &std::path::Path,
     asked: &Asked,
+    early: Option<intake::Early>,
 ) -> Result<(validate::Layout, bool)> {
     let (u2, encoding) = (utf8.to_path_buf(), asked.encoding);
     let started = std::time::Instant::now();
-    let layout = tokio::task::spawn_blocking(move || validate::check(&csv_path, &u2, encoding))
-        .await
-        .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??;
+    let layout = match early {
+        Some(checked) => checked.finish(&csv_path).await?,
+        None => tokio::task::spawn_blocking(move || validate::check(&csv_path, &u2, encoding))
+            .await
+            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??,
+    };
     tracing::info!(
         rows = layout.rows,
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -367,10 +375,11 @@ fn upload_request(
 /// enqueued; answered 202 (background) or run here.
 async fn upload(
     idempotency_key: Option<String>,
-    received: Received,
+    mut received: Received,
     caller: Caller,
     state: &AppState,
 ) -> Result<Response> {
+    let early = received.early.take();
     let dir = intake::work_dir(&state.settings.data_dir);
     let mut cleanup = Cleanup {
         files: received.file.iter().map(|(p, _)| p.clone()).collect(),
@@ -396,12 +405,14 @@ async fn upload(
         None
     };
     let csv_path = opened.as_ref().map_or(asked.src.clone(), |o| o.csv.clone());
-    let utf8 = dir.join(format!(
-        "{}.utf8.csv",
-        hex::encode(rand::random::<[u8; 12]>())
-    ));
+    // The check made as the file arrived stands when the file is the CSV and was read in
+    // the encoding finally asked for.
+    let early = early.filter(|e| opened.is_none() && e.encoding == asked.encoding);
+    let utf8 = early
+        .as_ref()
+        .map_or_else(|| intake::working_copy_path(&dir), |e| e.utf8.clone());
     cleanup.files.push(utf8.clone());
-    let (layout, sealed) = check_file(csv_path, &utf8, &asked).await?;
+    let (layout, sealed) = check_file(csv_path, &utf8, &asked, early).await?;
     let mode = asked.mode;
     let plan = Plan {
         entity: asked.name.clone(),
