@@ -1,0 +1,262 @@
+//! The strict RFC 4180 reading of a file's UTF-8 text, fed in pieces: the separator chosen
+//! from the header line, quoting, and every record's number of fields, naming the line of the
+//! first problem.
+
+use super::UploadError;
+
+#[derive(Clone, Copy, PartialEq)]
+enum State {
+    FieldStart,
+    Unquoted,
+    Quoted,
+    QuoteInQuoted,
+}
+
+/// A streaming strict CSV checker over UTF-8 text.
+pub(super) struct Checker {
+    state: State,
+    pub(super) sep: Option<u8>,
+    header_line: Vec<u8>,
+    header_fields: Option<usize>,
+    fields: usize,
+    record_has_content: bool,
+    /// Data records seen (the header is record 0).
+    pub(super) record: u64,
+    quote_started_record: u64,
+    pending_cr: bool,
+}
+
+pub(super) fn err(line: u64, msg: impl Into<String>) -> UploadError {
+    UploadError::BadFile(if line == 0 {
+        format!("header: {}", msg.into())
+    } else {
+        format!("line {line}: {}", msg.into())
+    })
+}
+
+impl Checker {
+    pub(super) fn new() -> Checker {
+        Checker {
+            state: State::FieldStart,
+            sep: None,
+            header_line: Vec::new(),
+            header_fields: None,
+            fields: 0,
+            record_has_content: false,
+            record: 0,
+            quote_started_record: 0,
+            pending_cr: false,
+        }
+    }
+
+    pub(super) fn feed(&mut self, text: &[u8]) -> Result<(), UploadError> {
+        let mut i = 0;
+        while i < text.len() {
+            if self.sep.is_none() {
+                // Collect the header line to choose the separator.
+                let b = text[i];
+                if b == b'\n' {
+                    self.choose_separator();
+                    let line = std::mem::take(&mut self.header_line);
+                    for &c in &line {
+                        self.byte(c)?;
+                    }
+                    self.byte(b'\n')?;
+                } else {
+                    self.header_line.push(b);
+                }
+                i += 1;
+                continue;
+            }
+            let rest = &text[i..];
+            if let Some(taken) = self.whole_line(rest)? {
+                i += taken;
+                continue;
+            }
+            // Runs of bytes that change nothing are skipped at once: inside a quoted field
+            // every byte but a quote, inside an unquoted one every byte but the separator, a
+            // quote and a line end.
+            let plain = match self.state {
+                _ if self.pending_cr => Some(0),
+                State::Quoted => memchr::memchr(b'"', rest),
+                State::Unquoted => {
+                    let sep = self.sep.unwrap_or(b',');
+                    rest.iter()
+                        .position(|&b| b == sep || matches!(b, b'"' | b'\r' | b'\n'))
+                }
+                _ => Some(0),
+            }
+            .unwrap_or(rest.len());
+            if plain > 0 {
+                i += plain;
+                continue;
+            }
+            self.byte(text[i])?;
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// At the start of a record, a whole line of `text` without a quote or a carriage return
+    /// is the record, checked at once: its fields are its separators and one. The bytes taken
+    /// (the line and its end), or None when the byte-by-byte reading must go on.
+    fn whole_line(&mut self, text: &[u8]) -> Result<Option<usize>, UploadError> {
+        let at_start = self.state == State::FieldStart
+            && self.fields == 0
+            && !self.record_has_content
+            && !self.pending_cr;
+        if !at_start {
+            return Ok(None);
+        }
+        let Some(end) = memchr::memchr(b'\n', text) else {
+            return Ok(None);
+        };
+        let line = &text[..end];
+        if memchr::memchr2(b'"', b'\r', line).is_some() {
+            return Ok(None);
+        }
+        if !line.is_empty() {
+            let sep = self.sep.unwrap_or(b',');
+            self.fields = line.iter().filter(|&&b| b == sep).count();
+            self.record_has_content = true;
+        }
+        self.end_record()?;
+        Ok(Some(end + 1))
+    }
+
+    fn choose_separator(&mut self) {
+        self.sep = Some(crate::input::separator(&self.header_line));
+    }
+
+    fn byte(&mut self, c: u8) -> Result<(), UploadError> {
+        let sep = self.sep.unwrap_or(b',');
+        if self.pending_cr {
+            self.pending_cr = false;
+            if c != b'\n' {
+                return Err(err(
+                    self.record,
+                    "a carriage return not followed by a line feed",
+                ));
+            }
+        }
+        match (self.state, c) {
+            (State::Quoted, b'"') => self.state = State::QuoteInQuoted,
+            (State::Quoted, _) => {}
+            (State::QuoteInQuoted, b'"') => self.state = State::Quoted,
+            (State::FieldStart, b'"') => {
+                self.state = State::Quoted;
+                self.record_has_content = true;
+                self.quote_started_record = self.record;
+            }
+            (_, b'\r') => self.pending_cr = true,
+            (_, b'\n') => self.end_record()?,
+            (_, c) if c == sep => {
+                self.fields += 1;
+                self.record_has_content = true;
+                self.state = State::FieldStart;
+            }
+            (State::QuoteInQuoted, _) => {
+                return Err(err(
+                    self.record,
+                    "text after a closing quote (quotes inside a field are doubled: \"\")",
+                ));
+            }
+            (State::Unquoted, b'"') => {
+                return Err(err(
+                    self.record,
+                    "a quote inside an unquoted field (quote the whole field and double the quote)",
+                ));
+            }
+            (_, _) => {
+                self.state = State::Unquoted;
+                self.record_has_content = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn end_record(&mut self) -> Result<(), UploadError> {
+        let fields = self.fields + 1;
+        let had_content = self.record_has_content;
+        self.fields = 0;
+        self.record_has_content = false;
+        self.state = State::FieldStart;
+        if !had_content {
+            return Ok(()); // blank lines are skipped
+        }
+        match self.header_fields {
+            None => self.header_fields = Some(fields),
+            Some(n) if fields != n => {
+                return Err(err(
+                    self.record,
+                    format!("{fields} fields, but the header has {n}"),
+                ));
+            }
+            Some(_) => {}
+        }
+        self.record += 1;
+        Ok(())
+    }
+
+    pub(super) fn finish(&mut self) -> Result<(), UploadError> {
+        if self.sep.is_none() {
+            self.choose_separator();
+            let line = std::mem::take(&mut self.header_line);
+            for &c in &line {
+                self.byte(c)?;
+            }
+        }
+        if matches!(self.state, State::Quoted) {
+            return Err(err(
+                self.quote_started_record,
+                "a quoted field is never closed",
+            ));
+        }
+        self.pending_cr = false;
+        self.end_record()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What checking `text` fed in pieces of `piece` bytes comes to: the records seen, or
+    /// the problem.
+    fn fed(text: &[u8], piece: usize) -> Result<u64, String> {
+        let mut c = Checker::new();
+        for part in text.chunks(piece) {
+            c.feed(part).map_err(|e| e.to_string())?;
+        }
+        c.finish().map_err(|e| e.to_string())?;
+        Ok(c.record)
+    }
+
+    #[test]
+    fn runs_skipped_at_once_check_as_byte_by_byte() {
+        let texts: [&[u8]; 14] = [
+            b"op;name;description\r\nc;\"a;b\";\"line\nbreak \"\"q\"\"\"\r\n\nc;x;\n",
+            b"op,name\nc,a long unquoted value with spaces\nc,\"quoted, with a comma\"\n",
+            b"op,name\nc,x\nc,\"open\n",
+            b"op,name\nc,x\nc,x,y\n",
+            b"op,name\nc,a\"b\n",
+            b"op,name\nc,\"a\"b\n",
+            b"op,name\nc,a\rb\n",
+            b"op,name\r\nc,\"a\r\nb\"\r\nc,last",
+            b"op,name\nc,\"\"\"\"\nc,\"\"\n",
+            b"op,name\nc,x\n\n,\n\nc,y\nc,\"q\"\nc,z\n",
+            b"op,name\nc,x\n,,\nc,y\n",
+            b"op,name\nc,x\nc,y\r\nc,z\n",
+            b"op;name\nc;x,y\nc;\"a\nb\"\nc;z;w\n",
+            b"op,name\nc,x\n\"c\",y\nc",
+        ];
+        for text in texts {
+            let whole = fed(text, text.len().max(1));
+            for piece in [1, 2, 3, 7] {
+                assert_eq!(fed(text, piece), whole, "{}", String::from_utf8_lossy(text));
+            }
+        }
+        assert_eq!(fed(texts[1], 1000), Ok(3));
+        assert!(fed(texts[6], 1000).unwrap_err().contains("carriage return"));
+    }
+}
