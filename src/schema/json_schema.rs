@@ -71,3 +71,235 @@ pub fn payload_schema(entity: &str, fields: &[Field], create: bool) -> Json {
         "additionalProperties": false,
     })
 }
+
+/// Whether `params` certainly passes the payload schema [`payload_schema`] derives from
+/// `fields`, decided by reading the fields directly: a few comparisons where the compiled
+/// validator walks its keywords for every value. `false` means "not certain" (a date, a
+/// pattern, a value of the wrong type, a missing required field): the compiled validator then
+/// decides, and words what fails. Every `true` is one the compiled validator gives too.
+pub fn surely_valid(fields: &[Field], create: bool, params: &Map<String, Json>) -> bool {
+    let needed = |f: &Field| f.required && f.default.is_none() && !f.default_caller;
+    // Parameters mostly come in field order: each name is looked for from the field after
+    // the last one found.
+    let mut at = 0;
+    let mut needed_given = 0;
+    for (k, v) in params {
+        let Some(i) = (at..fields.len())
+            .chain(0..at)
+            .find(|&i| fields[i].name == *k)
+        else {
+            return false;
+        };
+        let f = &fields[i];
+        if !value_surely_valid(f, v) {
+            return false;
+        }
+        needed_given += usize::from(needed(f));
+        at = i + 1;
+    }
+    // The names of a map differ: every needed field is given when as many are.
+    !create || needed_given == fields.iter().filter(|f| needed(f)).count()
+}
+
+/// Whether `v` certainly passes `f`'s schema in the payload (see [`surely_valid`]).
+fn value_surely_valid(f: &Field, v: &Json) -> bool {
+    let nullable = !f.required && f.default.is_none() && !f.default_caller;
+    match (&f.ty, v) {
+        (_, Json::Null) => nullable,
+        (FieldType::String | FieldType::Text, Json::String(s)) => within(f, s),
+        (FieldType::Enum(values), Json::String(s)) => within(f, s) && values.contains(s),
+        (FieldType::Integer, Json::Number(n)) => n.is_i64() || n.is_u64(),
+        (FieldType::Reference(_), Json::Number(n)) => {
+            n.as_i64().is_some_and(|i| i >= 1) || n.as_u64().is_some_and(|u| u >= 1)
+        }
+        // A decimal's pattern applies to strings only.
+        (FieldType::Decimal, Json::Number(_)) => true,
+        (FieldType::Boolean, Json::Bool(_)) => true,
+        _ => false,
+    }
+}
+
+/// Whether `s` is within `f`'s `maxLength`, counted in characters as JSON Schema counts them.
+fn within(f: &Field, s: &str) -> bool {
+    match f.max_length {
+        None => true,
+        // At most one character a byte: the short texts need no count.
+        Some(n) => s.len() as u64 <= n || s.chars().count() as u64 <= n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(name: &str, ty: FieldType) -> Field {
+        Field {
+            name: name.into(),
+            ty,
+            required: false,
+            default: None,
+            unique: false,
+            index: false,
+            max_length: None,
+            secret: false,
+            write_role: None,
+            default_caller: false,
+            description: None,
+            renamed_from: None,
+            line: 0,
+        }
+    }
+
+    /// Every type, each required, defaulted, limited in length or plain.
+    fn fields() -> Vec<Field> {
+        let types = [
+            FieldType::String,
+            FieldType::Text,
+            FieldType::Integer,
+            FieldType::Decimal,
+            FieldType::Boolean,
+            FieldType::Date,
+            FieldType::Datetime,
+            FieldType::Enum(vec!["red".into(), "grün".into()]),
+            FieldType::Reference("others".into()),
+        ];
+        let mut out = Vec::new();
+        for (i, ty) in types.into_iter().enumerate() {
+            let mut plain = field(&format!("plain{i}"), ty.clone());
+            plain.max_length = (i % 2 == 0).then_some(4);
+            // A required date is never certain (its format): no create would be.
+            if !matches!(ty, FieldType::Date | FieldType::Datetime) {
+                let mut required = field(&format!("required{i}"), ty.clone());
+                required.required = true;
+                required.max_length = Some(3);
+                out.push(required);
+            }
+            let mut defaulted = field(&format!("defaulted{i}"), ty.clone());
+            defaulted.default = Some(Json::Null);
+            let mut by_caller = field(&format!("caller{i}"), ty);
+            by_caller.required = true;
+            by_caller.default_caller = true;
+            out.extend([plain, defaulted, by_caller]);
+        }
+        out
+    }
+
+    /// A value every field of the type takes, within 3 characters.
+    fn good(ty: &FieldType) -> Json {
+        match ty {
+            FieldType::String | FieldType::Text => Json::from("ab"),
+            FieldType::Integer | FieldType::Reference(_) => Json::from(1),
+            FieldType::Decimal => Json::from(1.5),
+            FieldType::Boolean => Json::from(true),
+            FieldType::Enum(_) => Json::from("red"),
+            FieldType::Date | FieldType::Datetime => Json::from("2024-02-29"),
+        }
+    }
+
+    fn values() -> Vec<Json> {
+        let mut out: Vec<Json> = [
+            "null",
+            "true",
+            "false",
+            "0",
+            "1",
+            "-1",
+            "1.0",
+            "1.5",
+            "-0.0",
+            "1e3",
+            "9223372036854775807",
+            "9223372036854775808",
+            "18446744073709551616",
+            "\"\"",
+            "\"abc\"",
+            "\"abcd\"",
+            "\"abcde\"",
+            "\"äöü\"",
+            "\"äöüß\"",
+            "\"äöüßx\"",
+            "\"red\"",
+            "\"grün\"",
+            "\"Red\"",
+            "\"12.50\"",
+            "\" 12.5 \"",
+            "\"1e5\"",
+            "\"2024-02-29\"",
+            "\"2023-02-29\"",
+            "\"2024-02-29 10:00:00\"",
+            "\"2024-02-29T10:00:00Z\"",
+            "[]",
+            "{}",
+            "[1]",
+        ]
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+        out.push(Json::String("x".repeat(300)));
+        out
+    }
+
+    /// Never certain where the compiled validator refuses: each value in each field alone, in
+    /// a create and an update, and creates that leave out each required field.
+    #[test]
+    fn certain_only_where_the_validator_agrees() {
+        let fields = fields();
+        let mut certain = 0;
+        for create in [true, false] {
+            let schema = payload_schema("t", &fields, create);
+            let validator = jsonschema::options()
+                .should_validate_formats(true)
+                .build(&schema)
+                .unwrap();
+            let needed: Map<String, Json> = fields
+                .iter()
+                .filter(|f| f.required && f.default.is_none() && !f.default_caller)
+                .map(|f| (f.name.clone(), good(&f.ty)))
+                .collect();
+            for f in &fields {
+                for v in values() {
+                    let mut params = needed.clone();
+                    params.insert(f.name.clone(), v.clone());
+                    let instance = Json::Object(params.clone());
+                    if surely_valid(&fields, create, &params) {
+                        certain += 1;
+                        assert!(validator.is_valid(&instance), "{create} {instance}");
+                    }
+                }
+            }
+            for left_out in needed.keys() {
+                let mut params = needed.clone();
+                params.remove(left_out);
+                let instance = Json::Object(params.clone());
+                assert_eq!(
+                    surely_valid(&fields, create, &params),
+                    validator.is_valid(&instance),
+                    "{create} {instance}"
+                );
+            }
+        }
+        assert!(
+            certain > 300,
+            "the common values are decided here: {certain}"
+        );
+    }
+
+    /// What a CSV row or a typical JSON body sends is decided without the compiled validator.
+    #[test]
+    fn the_common_values_are_certain() {
+        let fields = fields();
+        let mut params = Map::new();
+        params.insert("required0".into(), Json::from("abc"));
+        params.insert("required1".into(), Json::from("äöü"));
+        params.insert("required2".into(), Json::from(12));
+        params.insert("required3".into(), Json::from(2.5));
+        params.insert("required4".into(), Json::from(true));
+        params.insert("required7".into(), Json::from("red"));
+        params.insert("required8".into(), Json::from(7));
+        params.insert("plain1".into(), Json::Null);
+        assert!(surely_valid(&fields, true, &params));
+        // A date is left to the validator (its format).
+        params.insert("plain5".into(), Json::from("2024-02-29"));
+        assert!(!surely_valid(&fields, true, &params));
+    }
+}

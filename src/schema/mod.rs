@@ -14,7 +14,7 @@ mod yaml_error;
 #[cfg(test)]
 pub use compile::test_catalog;
 pub use compile::{Diagnostic, compile_dir, compile_sources};
-pub use json_schema::{field_schema, read_field_schema};
+pub use json_schema::{field_schema, read_field_schema, surely_valid};
 
 use indexmap::IndexMap;
 use serde_json::Value as Json;

@@ -131,7 +131,12 @@ impl Columns {
         e: &Entity,
         rec: &csv::StringRecord,
     ) -> Result<serde_json::Map<String, Json>, CallError> {
-        if self.cells(rec).all(|(_, v)| !v.is_empty()) {
+        // A cell is empty unescaped only when it is empty as read.
+        if self
+            .fields
+            .iter()
+            .all(|&i| !rec.get(i).unwrap_or("").is_empty())
+        {
             let mut params = self.template.clone();
             prepare::coerce_into(e, &mut params, self.cells(rec).map(|(_, v)| v))?;
             return Ok(params);
