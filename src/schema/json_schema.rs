@@ -132,24 +132,6 @@ fn within(f: &Field, s: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn field(name: &str, ty: FieldType) -> Field {
-        Field {
-            name: name.into(),
-            ty,
-            required: false,
-            default: None,
-            unique: false,
-            index: false,
-            max_length: None,
-            secret: false,
-            write_role: None,
-            default_caller: false,
-            description: None,
-            renamed_from: None,
-            line: 0,
-        }
-    }
-
     /// Every type, each required, defaulted, limited in length or plain.
     fn fields() -> Vec<Field> {
         let types = [
@@ -165,18 +147,18 @@ mod tests {
         ];
         let mut out = Vec::new();
         for (i, ty) in types.into_iter().enumerate() {
-            let mut plain = field(&format!("plain{i}"), ty.clone());
+            let mut plain = Field::new(&format!("plain{i}"), ty.clone());
             plain.max_length = (i % 2 == 0).then_some(4);
             // A required date is never certain (its format): no create would be.
             if !matches!(ty, FieldType::Date | FieldType::Datetime) {
-                let mut required = field(&format!("required{i}"), ty.clone());
+                let mut required = Field::new(&format!("required{i}"), ty.clone());
                 required.required = true;
                 required.max_length = Some(3);
                 out.push(required);
             }
-            let mut defaulted = field(&format!("defaulted{i}"), ty.clone());
+            let mut defaulted = Field::new(&format!("defaulted{i}"), ty.clone());
             defaulted.default = Some(Json::Null);
-            let mut by_caller = field(&format!("caller{i}"), ty);
+            let mut by_caller = Field::new(&format!("caller{i}"), ty);
             by_caller.required = true;
             by_caller.default_caller = true;
             out.extend([plain, defaulted, by_caller]);
