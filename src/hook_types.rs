@@ -315,12 +315,11 @@ fn input_interface(e: &Entity, name: &str) -> String {
     );
     let _ = writeln!(out, "interface {name}Input {{");
     for f in &e.fields {
-        let defaulted = f.default.is_some() || f.default_caller;
         let mut ty = ts_type(&f.ty, false);
-        if !f.required && !defaulted {
+        if f.nullable() {
             ty.push_str(" | null");
         }
-        let key = if f.required && !defaulted {
+        let key = if f.needed() {
             f.name.clone()
         } else {
             format!("{}?", f.name)

@@ -51,14 +51,12 @@ pub fn payload_schema(entity: &str, fields: &[Field], create: bool) -> Json {
     let mut required = Vec::new();
     for f in fields {
         let mut s = field_schema(f);
-        let defaulted = f.default.is_some() || f.default_caller;
-        if !f.required && !defaulted {
-            // Optional fields without a default may be cleared with null.
+        if f.nullable() {
             let inner = s.clone();
             s = json!({"anyOf": [inner, {"type": "null"}]});
         }
         props.insert(f.name.clone(), s);
-        if create && f.required && !defaulted {
+        if create && f.needed() {
             required.push(f.name.clone());
         }
     }
@@ -78,7 +76,6 @@ pub fn payload_schema(entity: &str, fields: &[Field], create: bool) -> Json {
 /// pattern, a value of the wrong type, a missing required field): the compiled validator then
 /// decides, and words what fails. Every `true` is one the compiled validator gives too.
 pub fn surely_valid(fields: &[Field], create: bool, params: &Map<String, Json>) -> bool {
-    let needed = |f: &Field| f.required && f.default.is_none() && !f.default_caller;
     // Parameters mostly come in field order: each name is looked for from the field after
     // the last one found.
     let mut at = 0;
@@ -94,18 +91,17 @@ pub fn surely_valid(fields: &[Field], create: bool, params: &Map<String, Json>) 
         if !value_surely_valid(f, v) {
             return false;
         }
-        needed_given += usize::from(needed(f));
+        needed_given += usize::from(f.needed());
         at = i + 1;
     }
     // The names of a map differ: every needed field is given when as many are.
-    !create || needed_given == fields.iter().filter(|f| needed(f)).count()
+    !create || needed_given == fields.iter().filter(|f| f.needed()).count()
 }
 
 /// Whether `v` certainly passes `f`'s schema in the payload (see [`surely_valid`]).
 fn value_surely_valid(f: &Field, v: &Json) -> bool {
-    let nullable = !f.required && f.default.is_none() && !f.default_caller;
     match (&f.ty, v) {
-        (_, Json::Null) => nullable,
+        (_, Json::Null) => f.nullable(),
         (FieldType::String | FieldType::Text, Json::String(s)) => within(f, s),
         (FieldType::Enum(values), Json::String(s)) => within(f, s) && values.contains(s),
         (FieldType::Integer, Json::Number(n)) => n.is_i64() || n.is_u64(),
@@ -233,14 +229,14 @@ mod tests {
                 .should_validate_formats(true)
                 .build(&schema)
                 .unwrap();
-            let needed: Map<String, Json> = fields
+            let required: Map<String, Json> = fields
                 .iter()
-                .filter(|f| f.required && f.default.is_none() && !f.default_caller)
+                .filter(|f| f.needed())
                 .map(|f| (f.name.clone(), good(&f.ty)))
                 .collect();
             for f in &fields {
                 for v in values() {
-                    let mut params = needed.clone();
+                    let mut params = required.clone();
                     params.insert(f.name.clone(), v.clone());
                     let instance = Json::Object(params.clone());
                     if surely_valid(&fields, create, &params) {
@@ -249,8 +245,8 @@ mod tests {
                     }
                 }
             }
-            for left_out in needed.keys() {
-                let mut params = needed.clone();
+            for left_out in required.keys() {
+                let mut params = required.clone();
                 params.remove(left_out);
                 let instance = Json::Object(params.clone());
                 assert_eq!(

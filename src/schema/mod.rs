@@ -212,6 +212,21 @@ impl Memo {
 }
 
 impl Field {
+    /// Whether the field has a value when a create leaves it out.
+    pub fn defaulted(&self) -> bool {
+        self.default.is_some() || self.default_caller
+    }
+
+    /// Whether the field may be cleared with null: optional, without a default.
+    pub fn nullable(&self) -> bool {
+        !self.required && !self.defaulted()
+    }
+
+    /// Whether a create must give the field.
+    pub fn needed(&self) -> bool {
+        self.required && !self.defaulted()
+    }
+
     /// A field of type `ty` with no other setting (optional, no default, no index).
     pub fn new(name: &str, ty: FieldType) -> Field {
         Field {

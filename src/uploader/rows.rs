@@ -184,9 +184,7 @@ pub fn check_columns(
     let missing: Vec<&str> = e
         .fields
         .iter()
-        .filter(|f| {
-            f.required && f.default.is_none() && !f.default_caller && !cols.names.contains(&f.name)
-        })
+        .filter(|f| f.needed() && !cols.names.contains(&f.name))
         .map(|f| f.name.as_str())
         .collect();
     if missing.is_empty() || !creates_any(utf8, layout.separator, cols.op)? {
