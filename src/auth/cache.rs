@@ -21,7 +21,9 @@ pub struct CredentialCache {
     /// The HMAC keyed with a per-process random key, copied for each digest (keying it again
     /// would cost two more hash blocks a digest).
     keyed: Hmac<Sha256>,
-    entries: Mutex<HashMap<Digest, (Caller, Instant)>>,
+    /// Keyed by digests, which the per-process key makes unpredictable: a fast hasher is
+    /// enough (no one can choose credentials whose digests collide).
+    entries: Mutex<HashMap<Digest, (Caller, Instant), foldhash::fast::RandomState>>,
     /// Per user: the global generation at that user's last change.
     changed: Mutex<HashMap<i64, u64>>,
     generation: std::sync::atomic::AtomicU64,
@@ -32,7 +34,7 @@ impl Default for CredentialCache {
         CredentialCache {
             keyed: Hmac::<Sha256>::new_from_slice(&rand::random::<[u8; 32]>())
                 .expect("any key length"),
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(HashMap::default()),
             changed: Mutex::new(HashMap::new()),
             generation: std::sync::atomic::AtomicU64::new(1),
         }

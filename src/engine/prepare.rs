@@ -233,9 +233,9 @@ pub async fn prepare_entity(
     let prehashed = call.prehashed;
     let mut params = std::mem::take(&mut call.params);
     check_secrets(e, prehashed, &params)?;
-    check_params(e, caller, &call, &mut params)?;
-    let params = validate(e, call.op, params)?;
-    let mut values = coerce(e, caller, call.op, prehashed, params).await?;
+    let at = check_params(e, caller, &call, &mut params)?;
+    let params = validate(e, call.op, params, &at)?;
+    let mut values = coerce(e, caller, call.op, prehashed, params, &at).await?;
     if call.op == Op::Create {
         if let Some(g) = &mut guard {
             super::access::decide_create_locally(e, caller, &values, g)?;
@@ -317,7 +317,7 @@ fn check_params(
     caller: &Caller,
     call: &Call,
     params: &mut Map<String, Json>,
-) -> Result<(), CallError> {
+) -> Result<Located, CallError> {
     // A look along the few keys, before a lookup that hashes.
     if params.keys().any(|k| k == "id")
         && let Some(id) = params.remove("id")
@@ -332,16 +332,21 @@ fn check_params(
         }
     }
     // One pass: unknown fields are named before a field the role may not set.
+    let mut at = Located::new();
     let mut unknown = Vec::new();
     let mut forbidden = None;
-    for k in params.keys() {
-        let Some(f) = e.field(k) else {
+    for (k, i) in params
+        .keys()
+        .zip(crate::schema::positions(&e.fields, params.keys()))
+    {
+        let Some(i) = i else {
             unknown.push(k.clone());
             continue;
         };
+        at.push(i);
         if forbidden.is_none()
             && call.op != Op::Delete
-            && let Some(role) = &f.write_role
+            && let Some(role) = &e.fields[i].write_role
             && !role.admits(&caller.role)
         {
             forbidden = Some(CallError::Forbidden(format!(
@@ -353,13 +358,23 @@ fn check_params(
     if !unknown.is_empty() {
         return Err(CallError::unknown_fields(e, unknown));
     }
-    forbidden.map_or(Ok(()), Err)
+    forbidden.map_or(Ok(at), Err)
 }
+
+/// The position among the entity's fields of each parameter's field, in the parameters'
+/// order: looked up once, when the names are checked ([`check_params`]), for validation and
+/// coercion.
+type Located = smallvec::SmallVec<[usize; 8]>;
 
 /// Checks `params` against the entity's schema (a save as an update; what a create needs
 /// besides is checked later), every failing field with its message.
-fn validate(e: &Entity, op: Op, params: Map<String, Json>) -> Result<Map<String, Json>, CallError> {
-    if crate::schema::surely_valid(&e.fields, op == Op::Create, &params) {
+fn validate(
+    e: &Entity,
+    op: Op,
+    params: Map<String, Json>,
+    at: &[usize],
+) -> Result<Map<String, Json>, CallError> {
+    if crate::schema::surely_valid_at(&e.fields, op == Op::Create, &params, at) {
         return Ok(params);
     }
     let instance = Json::Object(params);
@@ -419,14 +434,13 @@ async fn coerce(
     op: Op,
     prehashed: bool,
     params: Map<String, Json>,
+    at: &[usize],
 ) -> Result<Vec<(String, Value)>, CallError> {
-    // The given values in field order, each with its name as the parameters own it (every
-    // key is a field: checked before).
+    // The given values in field order, each with its name as the parameters own it.
+    debug_assert_eq!(params.len(), at.len());
     let mut given: Vec<Option<(String, Json)>> = vec![None; e.fields.len()];
-    for (k, v) in params {
-        if let Some(i) = e.fields.iter().position(|f| f.name == k) {
-            given[i] = Some((k, v));
-        }
+    for ((k, v), &i) in params.into_iter().zip(at) {
+        given[i] = Some((k, v));
     }
     let mut values = Vec::with_capacity(e.fields.len() + 2);
     for (f, given) in e.fields.iter().zip(&given) {

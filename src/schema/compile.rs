@@ -5,7 +5,6 @@ use super::locate::Locator;
 use super::raw::{self, RawEntity};
 use super::yaml_error::yaml_problem;
 use super::{Catalog, Entity, Field, FieldType, json_schema, value};
-use indexmap::IndexMap;
 use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
 use std::fmt;
@@ -158,8 +157,8 @@ fn build_all(
     access: Vec<Option<super::Access>>,
     sources: &[(PathBuf, String)],
     diags: &mut Vec<Diagnostic>,
-) -> IndexMap<String, Arc<Entity>> {
-    let mut entities = IndexMap::new();
+) -> super::Entities {
+    let mut entities = super::Entities::default();
     for i in order {
         let (raw, path, loc) = &parsed[i];
         let Some(access) = access[i].clone() else {

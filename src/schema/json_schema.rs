@@ -73,29 +73,51 @@ pub fn payload_schema(entity: &str, fields: &[Field], create: bool) -> Json {
 /// Whether `params` certainly passes the payload schema [`payload_schema`] derives from
 /// `fields`, decided by reading the fields directly: a few comparisons where the compiled
 /// validator walks its keywords for every value. `false` means "not certain" (a date, a
-/// pattern, a value of the wrong type, a missing required field): the compiled validator then
-/// decides, and words what fails. Every `true` is one the compiled validator gives too.
+/// pattern, a value of the wrong type, a name that is no field, a missing required field): the
+/// compiled validator then decides, and words what fails. Every `true` is one the compiled
+/// validator gives too.
 pub fn surely_valid(fields: &[Field], create: bool, params: &Map<String, Json>) -> bool {
-    // Parameters mostly come in field order: each name is looked for from the field after
-    // the last one found.
-    let mut at = 0;
+    let at: Option<Vec<usize>> = positions(fields, params.keys()).collect();
+    at.is_some_and(|at| surely_valid_at(fields, create, params, &at))
+}
+
+/// [`surely_valid`] of parameters whose fields are known: `at[i]` is the position in
+/// `fields` of the `i`-th parameter's field (see [`positions`]).
+pub fn surely_valid_at(
+    fields: &[Field],
+    create: bool,
+    params: &Map<String, Json>,
+    at: &[usize],
+) -> bool {
+    debug_assert_eq!(params.len(), at.len());
     let mut needed_given = 0;
-    for (k, v) in params {
-        let Some(i) = (at..fields.len())
-            .chain(0..at)
-            .find(|&i| fields[i].name == *k)
-        else {
-            return false;
-        };
+    for (v, &i) in params.values().zip(at) {
         let f = &fields[i];
         if !value_surely_valid(f, v) {
             return false;
         }
         needed_given += usize::from(f.needed());
-        at = i + 1;
     }
     // The names of a map differ: every needed field is given when as many are.
     !create || needed_given == fields.iter().filter(|f| f.needed()).count()
+}
+
+/// The position in `fields` of each of `names`, in order; `None` for a name that is no field.
+/// Names mostly come in field order: each is looked for from the field after the last one
+/// found.
+pub fn positions<'a, S: AsRef<str> + 'a>(
+    fields: &'a [Field],
+    names: impl IntoIterator<Item = &'a S>,
+) -> impl Iterator<Item = Option<usize>> {
+    let mut next = 0;
+    names.into_iter().map(move |name| {
+        let name = name.as_ref();
+        let i = (next..fields.len())
+            .chain(0..next)
+            .find(|&i| fields[i].name == name)?;
+        next = i + 1;
+        Some(i)
+    })
 }
 
 /// Whether `v` certainly passes `f`'s schema in the payload (see [`surely_valid`]).
@@ -260,6 +282,30 @@ mod tests {
             certain > 300,
             "the common values are decided here: {certain}"
         );
+    }
+
+    /// Each name's field is found wherever it is, whatever the order of the names; a name
+    /// that is no field has none.
+    #[test]
+    fn positions_find_each_name_in_any_order() {
+        let fields = fields();
+        let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        let n = names.len();
+        for order in [
+            (0..n).collect::<Vec<_>>(),
+            (0..n).rev().collect(),
+            (0..n).map(|i| (i * 7) % n).collect(),
+            vec![3, 3, 0],
+        ] {
+            let asked: Vec<String> = order.iter().map(|&i| names[i].to_string()).collect();
+            let found: Vec<Option<usize>> = positions(&fields, &asked).collect();
+            assert_eq!(found, order.iter().map(|&i| Some(i)).collect::<Vec<_>>());
+        }
+        let asked = ["plain2", "nothing", "", "required0"].map(String::from);
+        let found: Vec<Option<usize>> = positions(&fields, &asked).collect();
+        let at = |name: &str| names.iter().position(|n| *n == name);
+        assert_eq!(found, vec![at("plain2"), None, None, at("required0")]);
+        assert!(found[0].is_some() && found[3].is_some());
     }
 
     /// What a CSV row or a typical JSON body sends is decided without the compiled validator.

@@ -14,7 +14,7 @@ mod yaml_error;
 #[cfg(test)]
 pub use compile::test_catalog;
 pub use compile::{Diagnostic, compile_dir, compile_sources};
-pub use json_schema::{field_schema, read_field_schema, surely_valid};
+pub use json_schema::{field_schema, positions, read_field_schema, surely_valid, surely_valid_at};
 
 use indexmap::IndexMap;
 use serde_json::Value as Json;
@@ -316,11 +316,15 @@ pub fn key_index(table: &str, key: &[String]) -> Option<String> {
 /// The validated set of entities, in a stable order (references before referrers).
 #[derive(Debug, Default, Clone)]
 pub struct Catalog {
-    pub entities: IndexMap<String, Arc<Entity>>,
+    pub entities: Entities,
     /// Entities whose definition another server sharing the database has changed since this
     /// catalog was applied: their calls answer 503 until this server's own files match.
     pub changed_elsewhere: std::collections::BTreeSet<String>,
 }
+
+/// The entities by name, in the order they were defined. Names come from the definitions, and
+/// a request's name is only looked up, never inserted: a fast hasher is enough.
+pub type Entities = IndexMap<String, Arc<Entity>, foldhash::fast::RandomState>;
 
 impl Catalog {
     pub fn get(&self, name: &str) -> Option<&Arc<Entity>> {

@@ -216,9 +216,12 @@ fn decode(v: ValueRef<'_>, t: ColType) -> Value {
         (ColType::Decimal, ValueRef::Integer(i)) => Value::Decimal(Some(decimal::Decimal::from(i))),
         (ColType::Decimal, ValueRef::Real(f)) => Value::Decimal(decimal::from_f64(f).ok()),
         (ColType::Bool, ValueRef::Integer(i)) => Value::Bool(Some(i != 0)),
-        (ColType::Text, ValueRef::Text(s)) => {
-            Value::Text(Some(String::from_utf8_lossy(s).into_owned()))
-        }
+        // Checked as UTF-8 and copied once; only text that is not valid UTF-8 (written by
+        // another program) takes the replacing path.
+        (ColType::Text, ValueRef::Text(s)) => Value::Text(Some(match std::str::from_utf8(s) {
+            Ok(t) => t.to_owned(),
+            Err(_) => String::from_utf8_lossy(s).into_owned(),
+        })),
         (ColType::Text, ValueRef::Integer(i)) => Value::Text(Some(i.to_string())),
         (ColType::Text, ValueRef::Real(f)) => Value::Text(Some(f.to_string())),
         (t, _) => Value::null(t),
@@ -570,5 +573,33 @@ impl Storage for SqliteStorage {
     async fn close(&self) {
         let c = self.writer.lock().await;
         let _ = c.execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(PASSIVE);");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Text is read as it was written; bytes that are not UTF-8 (written by another program)
+    /// read with the replacement character.
+    #[test]
+    fn text_reads_as_written_and_bad_bytes_as_replacements() {
+        let c = Connection::open_in_memory().unwrap();
+        let types = [ColType::Text, ColType::Text, ColType::Text];
+        let rows = fetch_on(
+            &c,
+            "SELECT 'héllo ✓', CAST(x'66ff6f' AS TEXT), ''",
+            &[],
+            &types,
+        )
+        .unwrap();
+        let texts: Vec<Option<&str>> = rows[0]
+            .iter()
+            .map(|v| match v {
+                Value::Text(t) => t.as_deref(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, [Some("héllo ✓"), Some("f\u{FFFD}o"), Some("")]);
     }
 }
