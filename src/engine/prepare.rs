@@ -84,19 +84,20 @@ where
 
 /// [`coerce_strings`] into a map that already holds every name, in order, each with a
 /// placeholder (a copy of one map made once for many rows: a copy keeps the names' hashes,
-/// where inserting hashes each name again): the values take the places in turn, and the map
-/// ends as [`coerce_strings`] would have made it of the same names and values.
-pub fn coerce_into<V>(
-    e: &Entity,
+/// where inserting hashes each name again): the values take the places in turn, each with the
+/// field its name is (known to the caller, which found it once for many rows; `None` for a
+/// name that is no field), and the map ends as [`coerce_strings`] would have made it of the
+/// same names and values.
+pub fn coerce_into<'f, V>(
     params: &mut Map<String, Json>,
-    values: impl IntoIterator<Item = V>,
+    values: impl IntoIterator<Item = (Option<&'f crate::schema::Field>, V)>,
 ) -> Result<(), CallError>
 where
     V: AsRef<str> + Into<String>,
 {
     let mut bad = BTreeMap::new();
-    for ((k, slot), v) in params.iter_mut().zip(values) {
-        match coerce_one(e, k, v) {
+    for ((k, slot), (f, v)) in params.iter_mut().zip(values) {
+        match coerce_as(f, v) {
             Ok(j) => *slot = j,
             Err(msg) => {
                 bad.insert(k.clone(), msg);
@@ -116,7 +117,15 @@ fn coerce_one<V>(e: &Entity, name: &str, v: V) -> Result<Json, String>
 where
     V: AsRef<str> + Into<String>,
 {
-    match e.field(name) {
+    coerce_as(e.field(name), v)
+}
+
+/// One string value as the JSON type of field `f`; with no field, its text.
+fn coerce_as<V>(f: Option<&crate::schema::Field>, v: V) -> Result<Json, String>
+where
+    V: AsRef<str> + Into<String>,
+{
+    match f {
         Some(f) => value::coerce_string(&f.ty, v),
         None => Ok(Json::String(v.into())),
     }

@@ -300,6 +300,7 @@ mod tests {
                 None,
                 None,
                 vec![Kind::Plain, Kind::Text, Kind::Text, Kind::Plain],
+                &[],
             );
             let records: Vec<csv::StringRecord> = [
                 vec!["c", "plain", "x", "1"],

@@ -22,6 +22,9 @@ pub struct Columns {
     pub kinds: Vec<Kind>,
     /// The positions of the field columns (all but `op`, `id` and `res`).
     fields: Vec<usize>,
+    /// For each field column, the position of its field among the entity's fields (`None`
+    /// for a name that is no field), found once for every row.
+    located: Vec<Option<usize>>,
     /// The field columns' names in order, each with a null: the parameters of a row whose
     /// every field cell is filled start as a copy of it (see [`prepare::coerce_into`]).
     template: serde_json::Map<String, Json>,
@@ -82,21 +85,23 @@ impl Columns {
                 _ => Kind::Plain,
             })
             .collect();
-        Ok(Columns::new(header.to_vec(), op, id, res, kinds))
+        Ok(Columns::new(header.to_vec(), op, id, res, kinds, &e.fields))
     }
 
     /// The columns of a checked header: `names` in order, where the system columns are, what
-    /// each column holds.
+    /// each column holds, and the entity's fields `of`, which the other columns name.
     pub fn new(
         names: Vec<String>,
         op: usize,
         id: Option<usize>,
         res: Option<usize>,
         kinds: Vec<Kind>,
+        of: &[crate::schema::Field],
     ) -> Columns {
         let fields: Vec<usize> = (0..names.len())
             .filter(|i| *i != op && Some(*i) != id && Some(*i) != res)
             .collect();
+        let located = crate::schema::positions(of, fields.iter().map(|&i| &names[i])).collect();
         let template = fields
             .iter()
             .map(|&i| (names[i].clone(), Json::Null))
@@ -109,6 +114,7 @@ impl Columns {
             sealed: false,
             kinds,
             fields,
+            located,
             template,
         }
     }
@@ -138,7 +144,8 @@ impl Columns {
             .all(|&i| !rec.get(i).unwrap_or("").is_empty())
         {
             let mut params = self.template.clone();
-            prepare::coerce_into(e, &mut params, self.cells(rec).map(|(_, v)| v))?;
+            let fields = self.located.iter().map(|at| at.map(|i| &e.fields[i]));
+            prepare::coerce_into(&mut params, fields.zip(self.cells(rec).map(|(_, v)| v)))?;
             return Ok(params);
         }
         prepare::coerce_strings(e, self.cells(rec).filter(|(_, v)| !v.is_empty()))
@@ -276,7 +283,7 @@ pub fn is_skipped(cols: &Columns, rec: &csv::StringRecord) -> bool {
     rec.get(cols.op).unwrap_or("").trim().is_empty()
 }
 
-/// The work of one record.
+/// The work of one record; `e` is the entity whose fields `cols` were made of.
 pub fn work(cols: &Columns, e: &Entity, rec: &csv::StringRecord) -> Work {
     let op = rec.get(cols.op).unwrap_or("").trim();
     let id = cols.id.and_then(|i| rec.get(i)).unwrap_or("").trim();
