@@ -157,6 +157,57 @@ async fn a_100_mb_json_array_is_refused_without_building_it() {
     assert_eq!(s.campaign_count().await, 0, "nothing ran");
 }
 
+/// A CSV whose first line never ends (no header, or not a CSV file) is refused once 1 MiB of
+/// it has arrived, naming the limit: the separator is chosen from the header line, which is
+/// held while it is read, and a line held whole takes several times its size in memory.
+#[tokio::test]
+async fn a_first_line_longer_than_any_header_is_refused_without_holding_it() {
+    let p = process("longheader", &[]).await;
+    let s = &p.server;
+    let before = s.memory_kb("VmRSS");
+    let boundary = "XBOUNDARYX";
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"entity\"\r\n\r\ncampaigns\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"csvfile\"; filename=\"c.csv\"\r\n\
+         Content-Type: text/csv\r\n\r\nop,name,"
+    );
+    let body = streamed(
+        head.into_bytes(),
+        b'n',
+        100 << 20,
+        format!("\nc,a,b\r\n--{boundary}--\r\n").into_bytes(),
+    );
+    let r = s
+        .client
+        .post(format!("{}/tools/uploader.ex.php", s.base))
+        .basic_auth("admin", Some(PASSWORD))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .expect("the server answers the refusal");
+    let (status, b) = json(r).await;
+    assert_eq!(
+        (status, error_code(&b).as_str()),
+        (400, "bad_request"),
+        "{b}"
+    );
+    let d = b["description"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("header: the first line is longer than 1024 KiB"),
+        "{d}"
+    );
+    let peak = s.memory_kb("VmHWM");
+    assert!(
+        peak < before + 64 * 1024,
+        "peak {peak} kB after a 100 MB first line (before: {before} kB)"
+    );
+    assert_eq!(s.campaign_count().await, 0, "nothing ran");
+}
+
 #[tokio::test]
 async fn batch_bodies_are_bounded_by_bytes_and_by_items() {
     let app = spawn_with(|s| {

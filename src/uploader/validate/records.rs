@@ -26,6 +26,11 @@ pub(super) struct Checker {
     pending_cr: bool,
 }
 
+/// The longest header line taken, in bytes. A header names an entity's columns, each a field
+/// name of at most 63 characters, so a longer first line is not a header (a file without one,
+/// or not a CSV file); it is refused as soon as it is seen, before it is held any longer.
+pub(super) const MAX_HEADER_LINE: usize = 1 << 20;
+
 pub(super) fn err(line: u64, msg: impl Into<String>) -> UploadError {
     UploadError::BadFile(if line == 0 {
         format!("header: {}", msg.into())
@@ -62,8 +67,17 @@ impl Checker {
                         self.byte(c)?;
                     }
                     self.byte(b'\n')?;
-                } else {
+                } else if self.header_line.len() < MAX_HEADER_LINE {
                     self.header_line.push(b);
+                } else {
+                    return Err(err(
+                        0,
+                        format!(
+                            "the first line is longer than {} KiB: a header of column names \
+                             is never that long",
+                            MAX_HEADER_LINE / 1024
+                        ),
+                    ));
                 }
                 i += 1;
                 continue;
@@ -258,5 +272,27 @@ mod tests {
         }
         assert_eq!(fed(texts[1], 1000), Ok(3));
         assert!(fed(texts[6], 1000).unwrap_err().contains("carriage return"));
+    }
+
+    /// A first line of up to [`MAX_HEADER_LINE`] bytes is a header like any other; one byte
+    /// more is refused, whatever the pieces it comes in, and without a line end too.
+    #[test]
+    fn a_first_line_longer_than_any_header_is_refused() {
+        let with_name = |len: usize, end: &[u8]| {
+            let mut t = b"op,".to_vec();
+            t.resize(len, b'n');
+            t.extend_from_slice(end);
+            t
+        };
+        for piece in [7, 4096, MAX_HEADER_LINE + 10] {
+            assert_eq!(fed(&with_name(MAX_HEADER_LINE, b"\nc,x\n"), piece), Ok(2));
+            for end in [&b"\nc,x\n"[..], b""] {
+                let e = fed(&with_name(MAX_HEADER_LINE + 1, end), piece).unwrap_err();
+                assert!(
+                    e.contains("header: the first line is longer than 1024 KiB"),
+                    "{e}"
+                );
+            }
+        }
     }
 }
