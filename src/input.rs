@@ -1,6 +1,7 @@
 //! One parser for each kind of input the server and its client read: yes/no flags, object
 //! ids, idempotency keys and a CSV file's separator. The REST routes, the uploader's form, the
-//! CSV rows and the command-line client all call these, so they agree on what they take.
+//! CSV rows and the command-line client all call these, so they agree on what they take. Sizes
+//! in bytes are written here for people too, as the limits that take them are named.
 
 /// A yes/no flag: `1`, `yes`, `true` or `0`, `no`, `false`, in any case and with spaces around.
 pub fn flag(s: &str) -> Option<bool> {
@@ -69,6 +70,17 @@ pub fn separator(header_line: &[u8]) -> u8 {
         }
     }
     SEPARATORS[best]
+}
+
+/// `bytes` for people: `64 MiB`, `512 KiB`, `1000 bytes`.
+pub fn size_text(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 #[cfg(test)]

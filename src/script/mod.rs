@@ -202,14 +202,3 @@ impl HookFile {
         Hook::ALL.into_iter().filter(|h| self.defines(*h))
     }
 }
-
-/// `bytes` for people: `64 MiB`, `512 KiB`, `1000 bytes`.
-fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
-        format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
-        format!("{} KiB", bytes >> 10)
-    } else {
-        format!("{bytes} bytes")
-    }
-}

@@ -6,7 +6,7 @@ use super::crossing::Crossing;
 use super::memory::{Budget, Counted};
 use super::sandbox::{self, Loaded, Thrown, Watch};
 use super::values::{self, BackError};
-use super::{CallerInfo, Hook, HookError, HookFile, HookOutcome, Limits, ScriptError, size};
+use super::{CallerInfo, Hook, HookError, HookFile, HookOutcome, Limits, ScriptError};
 use rquickjs::{Ctx, Object, Value};
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
@@ -308,7 +308,10 @@ fn explain(limits: Limits, stage: Stage, thrown: Thrown) -> (Option<u32>, String
         ),
         Thrown::Memory => (
             None,
-            format!("{what} used more than {}", size(limits.memory)),
+            format!(
+                "{what} used more than {}",
+                crate::input::size_text(limits.memory)
+            ),
         ),
     }
 }

@@ -30,9 +30,9 @@ pub struct Early {
 }
 
 impl Early {
-    fn start(encoding: &'static Encoding, dir: &Path) -> Early {
+    fn start(encoding: &'static Encoding, dir: &Path, max_record: usize) -> Early {
         let utf8 = working_copy_path(dir);
-        let mut check = Check::new(encoding, &utf8);
+        let mut check = Check::new(encoding, &utf8, max_record);
         // A few pieces in hand keep the check busy without holding much of the file.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
         let check = tokio::task::spawn_blocking(move || {
@@ -177,6 +177,8 @@ pub struct FormLimits {
     pub file: u64,
     /// Each other (text) field.
     pub field: u64,
+    /// A data record of the file, once decoded: one call's body ([`Check::new`]).
+    pub record: usize,
 }
 
 /// What went wrong in a multipart body.
@@ -267,7 +269,7 @@ pub async fn receive(
                 hex::encode(rand::random::<[u8; 12]>())
             ));
             file.0 = Some(path.clone());
-            let mut check = early(&fields).map(|e| Early::start(e, dir));
+            let mut check = early(&fields).map(|e| Early::start(e, dir, limits.record));
             let n = copy_limited(&mut field, &path, &limits, file_field, &mut check).await?;
             checked = check;
             crate::telemetry::upload_bytes(n);

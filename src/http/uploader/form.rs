@@ -172,6 +172,7 @@ impl<'a> ApiExtractor<'a> for Form {
             intake::FormLimits {
                 file: state.settings.max_upload_bytes,
                 field: state.settings.max_field_bytes as u64,
+                record: state.settings.max_body_bytes,
             },
             early,
         )

@@ -310,20 +310,24 @@ fn encoding_of(field: Option<&str>) -> std::result::Result<&'static encoding_rs:
 }
 
 /// Checks the CSV at `csv_path` whole, writing its UTF-8 working copy to `utf8`, and seals
-/// the copy's secret columns: its layout, and whether it was sealed.
+/// the copy's secret columns: its layout, and whether it was sealed. A record may be as long
+/// as the body of one call (`max_body_bytes`).
 async fn check_file(
     csv_path: std::path::PathBuf,
     utf8: &std::path::Path,
     asked: &Asked,
     early: Option<intake::Early>,
+    max_record: usize,
 ) -> Result<(validate::Layout, bool)> {
     let (u2, encoding) = (utf8.to_path_buf(), asked.encoding);
     let started = std::time::Instant::now();
     let layout = match early {
         Some(checked) => checked.finish(&csv_path).await?,
-        None => tokio::task::spawn_blocking(move || validate::check(&csv_path, &u2, encoding))
-            .await
-            .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??,
+        None => tokio::task::spawn_blocking(move || {
+            validate::check(&csv_path, &u2, encoding, max_record)
+        })
+        .await
+        .map_err(|_| ApiError::Call(crate::engine::CallError::Internal))??,
     };
     tracing::info!(
         rows = layout.rows,
@@ -412,7 +416,14 @@ async fn upload(
         .as_ref()
         .map_or_else(|| intake::working_copy_path(&dir), |e| e.utf8.clone());
     cleanup.files.push(utf8.clone());
-    let (layout, sealed) = check_file(csv_path, &utf8, &asked, early).await?;
+    let (layout, sealed) = check_file(
+        csv_path,
+        &utf8,
+        &asked,
+        early,
+        state.settings.max_body_bytes,
+    )
+    .await?;
     let mode = asked.mode;
     let plan = Plan {
         entity: asked.name.clone(),

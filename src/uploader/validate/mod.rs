@@ -24,10 +24,16 @@ pub struct Layout {
     pub bom: bool,
 }
 
-/// Checks the file at `src` whole and leaves its UTF-8 working copy at `out` (see [`Check`]).
-pub fn check(src: &Path, out: &Path, encoding: &'static Encoding) -> Result<Layout, UploadError> {
+/// Checks the file at `src` whole and leaves its UTF-8 working copy at `out` (see [`Check`]);
+/// a data record may have at most `max_record` bytes.
+pub fn check(
+    src: &Path,
+    out: &Path,
+    encoding: &'static Encoding,
+    max_record: usize,
+) -> Result<Layout, UploadError> {
     let mut input = std::fs::File::open(src).map_err(UploadError::from)?;
-    let mut check = Check::new(encoding, out);
+    let mut check = Check::new(encoding, out, max_record);
     let mut inbuf = vec![0u8; 256 * 1024];
     loop {
         let n = input.read(&mut inbuf).map_err(UploadError::from)?;
@@ -68,11 +74,13 @@ pub struct Check {
 }
 
 impl Check {
-    pub fn new(encoding: &'static Encoding, out: &Path) -> Check {
+    /// A check of a file in `encoding` whose working copy goes to `out`, refusing a data
+    /// record longer than `max_record` bytes (in UTF-8).
+    pub fn new(encoding: &'static Encoding, out: &Path, max_record: usize) -> Check {
         Check {
             encoding,
             decoder: encoding.new_decoder_with_bom_removal(),
-            checker: Checker::new(),
+            checker: Checker::new(max_record),
             outbuf: vec![0u8; 1024 * 1024],
             out: out.to_path_buf(),
             head: Vec::new(),
@@ -301,7 +309,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (src, out) = (dir.path().join("in"), dir.path().join("out"));
         std::fs::write(&src, text).unwrap();
-        check(&src, &out, encoding_rs::UTF_8).map_err(|e| e.to_string())
+        check(&src, &out, encoding_rs::UTF_8, usize::MAX).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -335,11 +343,11 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let src = dir.path().join("in");
             std::fs::write(&src, text).unwrap();
-            let whole = check(&src, &dir.path().join("whole"), encoding);
+            let whole = check(&src, &dir.path().join("whole"), encoding, usize::MAX);
             let copy = std::fs::read(dir.path().join("whole")).ok();
             for piece in [1, 2, 5, text.len()] {
                 let out = dir.path().join(format!("fed{piece}"));
-                let mut c = Check::new(encoding, &out);
+                let mut c = Check::new(encoding, &out, usize::MAX);
                 for part in text.chunks(piece) {
                     c.feed(part);
                 }
@@ -364,7 +372,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (src, out) = (dir.path().join("in"), dir.path().join("out"));
         std::fs::write(&src, text).unwrap();
-        check(&src, &out, encoding).map_err(|e| e.to_string())?;
+        check(&src, &out, encoding, usize::MAX).map_err(|e| e.to_string())?;
         Ok(std::fs::read(&out).unwrap())
     }
 
@@ -440,11 +448,14 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let (src, out) = (dir.path().join("in"), dir.path().join("out"));
             std::fs::write(&src, [&mark[..], &bytes].concat()).unwrap();
-            let l = check(&src, &out, encoding).unwrap();
+            let l = check(&src, &out, encoding, usize::MAX).unwrap();
             assert!(l.bom, "{encoding:?}");
             assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
             std::fs::write(&src, &bytes).unwrap();
-            assert!(!check(&src, &out, encoding).unwrap().bom, "{encoding:?}");
+            assert!(
+                !check(&src, &out, encoding, usize::MAX).unwrap().bom,
+                "{encoding:?}"
+            );
         }
     }
 }

@@ -24,6 +24,15 @@ pub(super) struct Checker {
     pub(super) record: u64,
     quote_started_record: u64,
     pending_cr: bool,
+    /// Where the byte being read is, and where the record being read began, counted in bytes
+    /// from the start of the text.
+    at: u64,
+    record_start: u64,
+    /// The bytes of the text fed before the current piece.
+    base: u64,
+    /// The most bytes a data record may have, its line end included: a record is one call,
+    /// bounded as the body of one call is, and the rows that run read each record whole.
+    max_record: u64,
 }
 
 /// The longest header line taken, in bytes. A header names an entity's columns, each a field
@@ -40,7 +49,8 @@ pub(super) fn err(line: u64, msg: impl Into<String>) -> UploadError {
 }
 
 impl Checker {
-    pub(super) fn new() -> Checker {
+    /// A checker that refuses a data record longer than `max_record` bytes.
+    pub(super) fn new(max_record: usize) -> Checker {
         Checker {
             state: State::FieldStart,
             sep: None,
@@ -51,12 +61,25 @@ impl Checker {
             record: 0,
             quote_started_record: 0,
             pending_cr: false,
+            at: 0,
+            record_start: 0,
+            base: 0,
+            max_record: u64::try_from(max_record).unwrap_or(u64::MAX),
         }
     }
 
     pub(super) fn feed(&mut self, text: &[u8]) -> Result<(), UploadError> {
+        self.read(text)?;
+        self.base += text.len() as u64;
+        // A record that has not ended yet is refused as soon as it is too long.
+        self.at = self.base;
+        self.bounded()
+    }
+
+    fn read(&mut self, text: &[u8]) -> Result<(), UploadError> {
         let mut i = 0;
         while i < text.len() {
+            self.at = self.base + i as u64;
             if self.sep.is_none() {
                 // Collect the header line to choose the separator.
                 let b = text[i];
@@ -134,12 +157,27 @@ impl Checker {
             self.fields = line.iter().filter(|&&b| b == sep).count();
             self.record_has_content = true;
         }
+        self.at += end as u64;
         self.end_record()?;
         Ok(Some(end + 1))
     }
 
     fn choose_separator(&mut self) {
         self.sep = Some(crate::input::separator(&self.header_line));
+    }
+
+    /// Refuses the data record being read once it is longer than a record may be, up to the
+    /// byte at [`Checker::at`] (the header has a limit of its own, [`MAX_HEADER_LINE`]).
+    fn bounded(&self) -> Result<(), UploadError> {
+        if self.header_fields.is_none() || self.at - self.record_start <= self.max_record {
+            return Ok(());
+        }
+        Err(UploadError::TooLarge(format!(
+            "the file cannot be used: line {}: the row is longer than {}, the most one call \
+             takes (`--max-body-bytes`, `ENTISERVE_MAX_BODY_BYTES`); nothing was applied",
+            self.record,
+            crate::input::size_text(usize::try_from(self.max_record).unwrap_or(usize::MAX))
+        )))
     }
 
     fn byte(&mut self, c: u8) -> Result<(), UploadError> {
@@ -189,7 +227,12 @@ impl Checker {
         Ok(())
     }
 
+    /// Ends the record whose line end (or the text's end) is at [`Checker::at`].
     fn end_record(&mut self) -> Result<(), UploadError> {
+        // The record ends with its line end.
+        self.at += 1;
+        self.bounded()?;
+        self.record_start = self.at;
         let fields = self.fields + 1;
         let had_content = self.record_has_content;
         self.fields = 0;
@@ -213,6 +256,9 @@ impl Checker {
     }
 
     pub(super) fn finish(&mut self) -> Result<(), UploadError> {
+        // The last record, if it has no line end, ends with the text (one byte short of where
+        // a line end would have been counted).
+        self.at = self.base.saturating_sub(1);
         if self.sep.is_none() {
             self.choose_separator();
             let line = std::mem::take(&mut self.header_line);
@@ -238,7 +284,12 @@ mod tests {
     /// What checking `text` fed in pieces of `piece` bytes comes to: the records seen, or
     /// the problem.
     fn fed(text: &[u8], piece: usize) -> Result<u64, String> {
-        let mut c = Checker::new();
+        fed_limited(text, piece, usize::MAX)
+    }
+
+    /// [`fed`] with data records of at most `max_record` bytes.
+    fn fed_limited(text: &[u8], piece: usize, max_record: usize) -> Result<u64, String> {
+        let mut c = Checker::new(max_record);
         for part in text.chunks(piece) {
             c.feed(part).map_err(|e| e.to_string())?;
         }
@@ -293,6 +344,42 @@ mod tests {
                     "{e}"
                 );
             }
+        }
+    }
+
+    /// A data record of up to the limit, its line end included, is taken and one byte more
+    /// is refused, whatever the pieces it comes in: unquoted, quoted over several lines, with
+    /// CRLF line ends, and as the last line without an end. The header is bounded by its own
+    /// limit, not this one.
+    #[test]
+    fn a_record_longer_than_the_limit_is_refused() {
+        let limit = 40;
+        let files = |len: usize| -> [Vec<u8>; 4] {
+            let v = |n: usize| "v".repeat(n);
+            let quoted = format!("\"{}\n{}\"\"\"", "q".repeat(len - 9), "w");
+            [
+                format!("op,name\nc,x\nc,{}\nc,y\n", v(len - 3)),
+                format!("op,name\nc,x\nc,{quoted}\nc,y\n"),
+                format!("op,name\r\nc,x\r\nc,{}\r\nc,y\r\n", v(len - 4)),
+                format!("op,name\nc,x\nc,{}", v(len - 2)),
+            ]
+            .map(String::into_bytes)
+        };
+        for piece in [1, 3, 7, 4096] {
+            for (i, text) in files(limit).iter().enumerate() {
+                // The header and the data records.
+                let rows = if i == 3 { 3 } else { 4 };
+                assert_eq!(fed_limited(text, piece, limit), Ok(rows), "file {i}");
+            }
+            for (i, text) in files(limit + 1).iter().enumerate() {
+                let e = fed_limited(text, piece, limit).unwrap_err();
+                assert!(
+                    e.contains("line 2: the row is longer than 40 bytes"),
+                    "file {i}, pieces of {piece}: {e}"
+                );
+            }
+            let header = format!("op,{}\nc,x\n", "n".repeat(100));
+            assert_eq!(fed_limited(header.as_bytes(), piece, limit), Ok(2));
         }
     }
 }
