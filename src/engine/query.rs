@@ -15,6 +15,10 @@ pub const OPERATORS: &[&str] = &["gt", "gte", "lt", "lte", "ne", "in", "contains
 /// Most values one `field[in]=` may list.
 pub const MAX_IN: usize = 1000;
 
+/// Most filters one list, count or stream may have. They all hold together (AND), and SQLite
+/// refuses a condition nested deeper than 1,000 levels; far more than a query ever names.
+pub const MAX_FILTERS: usize = 100;
+
 /// The type of a readable column, `None` for names that are not one (secrets included).
 fn column_type(e: &Entity, name: &str) -> Option<FieldType> {
     match name {
@@ -56,6 +60,15 @@ fn coerce(name: &str, ty: &FieldType, s: &str) -> Result<Value, CallError> {
 
 /// The filters of a list's non-reserved query parameters.
 pub fn filters(e: &Entity, pairs: Vec<(String, String)>) -> Result<Vec<Filter>, CallError> {
+    if pairs.len() > MAX_FILTERS {
+        return Err(CallError::Invalid {
+            description: format!(
+                "at most {MAX_FILTERS} filters in one query; this one has {}",
+                pairs.len()
+            ),
+            fields: Default::default(),
+        });
+    }
     let mut out = Vec::with_capacity(pairs.len());
     for (key, v) in pairs {
         let (name, op) = match key.strip_suffix(']').and_then(|k| k.split_once('[')) {
