@@ -353,8 +353,10 @@ pub fn same_shape(a: &Prepared, b: &Prepared) -> bool {
         && b.guard.is_none()
         && b.op == Op::Create
         && std::sync::Arc::ptr_eq(&a.entity, &b.entity)
-        && a.values.len() == b.values.len()
-        && a.values.iter().zip(&b.values).all(|(x, y)| x.0 == y.0)
+        && a.shape.same(b.shape).unwrap_or_else(|| {
+            a.values.len() == b.values.len()
+                && a.values.iter().zip(&b.values).all(|(x, y)| x.0 == y.0)
+        })
 }
 
 /// The outcome object of a row that a group insert returned: the whole object with `full`,
