@@ -507,6 +507,10 @@ async fn unknown_names_operators_and_bad_values_are_400s_naming_them() {
             )),
             "{d}"
         );
+        assert!(
+            body.get("fields").is_none(),
+            "no field in particular: {body}"
+        );
     }
     app.stop().await;
 }

@@ -186,12 +186,13 @@ impl CallError {
                 .collect(),
             _ => return None,
         };
-        Some(
+        // An error about no field in particular (too many filters) has no `fields`.
+        (!pairs.is_empty()).then(|| {
             pairs
                 .into_iter()
                 .map(|(k, v)| (k, Json::String(v)))
-                .collect(),
-        )
+                .collect()
+        })
     }
 
     /// The contract's error object.
