@@ -32,7 +32,7 @@ pub(super) struct Checker {
     base: u64,
     /// The most bytes a data record may have, its line end included: a record is one call,
     /// bounded as the body of one call is, and the rows that run read each record whole.
-    max_record: u64,
+    max_record: usize,
 }
 
 /// The longest header line taken, in bytes. A header names an entity's columns, each a field
@@ -64,7 +64,7 @@ impl Checker {
             at: 0,
             record_start: 0,
             base: 0,
-            max_record: u64::try_from(max_record).unwrap_or(u64::MAX),
+            max_record,
         }
     }
 
@@ -169,14 +169,14 @@ impl Checker {
     /// Refuses the data record being read once it is longer than a record may be, up to the
     /// byte at [`Checker::at`] (the header has a limit of its own, [`MAX_HEADER_LINE`]).
     fn bounded(&self) -> Result<(), UploadError> {
-        if self.header_fields.is_none() || self.at - self.record_start <= self.max_record {
+        if self.header_fields.is_none() || self.at - self.record_start <= self.max_record as u64 {
             return Ok(());
         }
         Err(UploadError::TooLarge(format!(
             "the file cannot be used: line {}: the row is longer than {}, the most one call \
              takes (`--max-body-bytes`, `ENTISERVE_MAX_BODY_BYTES`); nothing was applied",
             self.record,
-            crate::input::size_text(usize::try_from(self.max_record).unwrap_or(usize::MAX))
+            crate::input::size_text(self.max_record)
         )))
     }
 

@@ -1,12 +1,19 @@
 //! Everything about a call that needs no database: the entity, access rules, unknown fields,
-//! string coercion, JSON Schema validation, normalisation, defaults, and hashing of secrets.
+//! string coercion (`strings`), JSON Schema validation (`problems`), normalisation,
+//! defaults, and hashing of secrets.
 
 use super::{Call, CallError, Caller, Engine, Op};
-use crate::schema::{Catalog, Entity, FieldType, value};
+use crate::schema::{Catalog, Entity, value};
 use crate::storage::Value;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+mod problems;
+mod strings;
+
+use problems::validate;
+pub use strings::{coerce_into, coerce_strings};
 
 /// A call ready to execute: columns and values to write.
 #[derive(Debug)]
@@ -72,86 +79,7 @@ impl Prepared {
     }
 }
 
-/// Converts string parameters (query string, form, CSV cells) to the fields' JSON types.
-/// Names that are not fields are passed through untouched, for validation to name them.
-/// Names and values may be borrowed (CSV cells): only what the parameters keep is copied.
-pub fn coerce_strings<K, V>(
-    e: &Entity,
-    params: impl IntoIterator<Item = (K, V)>,
-) -> Result<Map<String, Json>, CallError>
-where
-    K: AsRef<str> + Into<String>,
-    V: AsRef<str> + Into<String>,
-{
-    // Sized for every field at once: growing the map rehashes its keys.
-    let mut out = Map::with_capacity(e.fields.len());
-    let mut bad = BTreeMap::new();
-    for (k, v) in params {
-        match coerce_one(e, k.as_ref(), v) {
-            Ok(j) => {
-                out.insert(k.into(), j);
-            }
-            Err(msg) => {
-                bad.insert(k.into(), msg);
-            }
-        }
-    }
-    if bad.is_empty() {
-        Ok(out)
-    } else {
-        Err(invalid(bad))
-    }
-}
-
-/// [`coerce_strings`] into a map that already holds every name, in order, each with a
-/// placeholder (a copy of one map made once for many rows: a copy keeps the names' hashes,
-/// where inserting hashes each name again): the values take the places in turn, each with the
-/// field its name is (known to the caller, which found it once for many rows; `None` for a
-/// name that is no field), and the map ends as [`coerce_strings`] would have made it of the
-/// same names and values.
-pub fn coerce_into<'f, V>(
-    params: &mut Map<String, Json>,
-    values: impl IntoIterator<Item = (Option<&'f crate::schema::Field>, V)>,
-) -> Result<(), CallError>
-where
-    V: AsRef<str> + Into<String>,
-{
-    let mut bad = BTreeMap::new();
-    for ((k, slot), (f, v)) in params.iter_mut().zip(values) {
-        match coerce_as(f, v) {
-            Ok(j) => *slot = j,
-            Err(msg) => {
-                bad.insert(k.clone(), msg);
-            }
-        }
-    }
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(invalid(bad))
-    }
-}
-
-/// One string value of the parameter `name` as its field's JSON type; a name that is no field
-/// keeps its text, for validation to name it.
-fn coerce_one<V>(e: &Entity, name: &str, v: V) -> Result<Json, String>
-where
-    V: AsRef<str> + Into<String>,
-{
-    coerce_as(e.field(name), v)
-}
-
-/// One string value as the JSON type of field `f`; with no field, its text.
-fn coerce_as<V>(f: Option<&crate::schema::Field>, v: V) -> Result<Json, String>
-where
-    V: AsRef<str> + Into<String>,
-{
-    match f {
-        Some(f) => value::coerce_string(&f.ty, v),
-        None => Ok(Json::String(v.into())),
-    }
-}
-
+/// The error of parameters that failed their checks, each field with its problem.
 fn invalid(fields: BTreeMap<String, String>) -> CallError {
     let description = fields
         .iter()
@@ -402,65 +330,6 @@ fn check_params(
 /// coercion.
 type Located = smallvec::SmallVec<[usize; 8]>;
 
-/// Checks `params` against the entity's schema (a save as an update; what a create needs
-/// besides is checked later), every failing field with its message.
-fn validate(
-    e: &Entity,
-    op: Op,
-    params: Map<String, Json>,
-    at: &[usize],
-) -> Result<Map<String, Json>, CallError> {
-    if crate::schema::surely_valid_at(&e.fields, op == Op::Create, &params, at) {
-        return Ok(params);
-    }
-    let instance = Json::Object(params);
-    let validator = if op == Op::Create {
-        &e.create_validator
-    } else {
-        &e.update_validator
-    };
-    let mut bad = BTreeMap::new();
-    let errors = if validator.is_valid(&instance) {
-        None
-    } else {
-        Some(validator.iter_errors(&instance))
-    };
-    for err in errors.into_iter().flatten() {
-        let path = err
-            .instance_path()
-            .as_str()
-            .trim_start_matches('/')
-            .to_string();
-        let field = if path.is_empty() {
-            match err.kind() {
-                jsonschema::error::ValidationErrorKind::Required { property } => {
-                    property.as_str().unwrap_or("").to_string()
-                }
-                _ => String::new(),
-            }
-        } else {
-            path.split('/').next().unwrap_or("").to_string()
-        };
-        let msg = if field.is_empty() || path.is_empty() {
-            "is required".to_string()
-        } else if e.field(&field).is_some_and(|f| f.secret) {
-            secret_problem(err.kind()).to_string()
-        } else if let Some(problem) = string_problem(e, &field, &instance) {
-            problem
-        } else {
-            field_problem(e.field(&field), &err)
-        };
-        bad.entry(field).or_insert(msg);
-    }
-    if !bad.is_empty() {
-        return Err(invalid(bad));
-    }
-    let Json::Object(params) = instance else {
-        unreachable!("built as an object")
-    };
-    Ok(params)
-}
-
 /// The stored values of valid `params` in field order: numbers and text checked for what the
 /// databases hold, dates, enums and decimals normalized, defaults of a create filled in,
 /// secrets hashed (or kept, when `prehashed`).
@@ -570,89 +439,6 @@ fn create_values(
     out.push(("created_dt".into(), Value::text(now)));
     out.push(("updated_dt".into(), Value::text(now)));
     Ok(out)
-}
-
-/// The problem with a date, datetime or enum value given as a string, in the words
-/// [`coerce_strings`] uses for a CSV cell or form value: the same value fails with the same
-/// message whichever way it came.
-fn string_problem(e: &Entity, field: &str, instance: &Json) -> Option<String> {
-    let f = e.field(field)?;
-    if !matches!(
-        f.ty,
-        FieldType::Date | FieldType::Datetime | FieldType::Enum(_)
-    ) {
-        return None;
-    }
-    let v = instance.get(field).filter(|v| v.is_string())?;
-    value::normalize(&f.ty, v).err()
-}
-
-/// The text of a schema error; for an optional field (`anyOf: [<the field's schema>, null]`)
-/// the problem with the field's own schema rather than "not valid under any of the schemas".
-fn field_problem(f: Option<&crate::schema::Field>, err: &jsonschema::ValidationError) -> String {
-    let own = match err.kind() {
-        jsonschema::error::ValidationErrorKind::AnyOf { context } => {
-            context.first().and_then(|errors| errors.first())
-        }
-        _ => None,
-    }
-    .unwrap_or(err);
-    f.and_then(|f| plain_problem(f, own.kind()))
-        .unwrap_or_else(|| own.to_string())
-}
-
-/// What a value of field `f` must be, in the words of someone filling in a form, for the
-/// schema errors that have such words.
-fn plain_problem(
-    f: &crate::schema::Field,
-    kind: &jsonschema::error::ValidationErrorKind,
-) -> Option<String> {
-    use jsonschema::error::ValidationErrorKind as K;
-    let must = match (kind, &f.ty) {
-        (K::MaxLength { limit }, _) => format!("at most {limit} characters"),
-        (
-            K::Type { .. }
-            | K::Minimum { .. }
-            | K::Maximum { .. }
-            | K::Format { .. }
-            | K::Pattern { .. },
-            ty,
-        ) => match ty {
-            FieldType::String | FieldType::Text => "text".to_string(),
-            FieldType::Integer => "a whole number such as 42".to_string(),
-            FieldType::Decimal => "a decimal number such as 12.50".to_string(),
-            FieldType::Boolean => "true or false".to_string(),
-            FieldType::Date => "a date such as 2026-11-25".to_string(),
-            FieldType::Datetime => "a date and time such as 2026-11-25 14:30:00".to_string(),
-            FieldType::Enum(values) => format!("one of: {}", values.join(", ")),
-            FieldType::Reference(target) => {
-                format!("the id of a `{target}` object (a whole number from 1)")
-            }
-        },
-        _ => return None,
-    };
-    Some(format!("`{}` must be {must}", f.name))
-}
-
-/// What is wrong with a secret's value, without the value.
-fn secret_problem(kind: &jsonschema::error::ValidationErrorKind) -> &'static str {
-    use jsonschema::error::ValidationErrorKind as K;
-    match kind {
-        K::MaxLength { .. } => "is too long",
-        K::MinLength { .. } => "is too short",
-        K::Type { .. } => "must be a string",
-        // `anyOf: [<the field's schema>, null]`: the field's own problem.
-        K::AnyOf { context } => {
-            let problems: Vec<_> = context
-                .iter()
-                .flatten()
-                .map(|e| secret_problem(e.kind()))
-                .collect();
-            let length = problems.iter().find(|p| p.starts_with("is too"));
-            length.or(problems.first()).copied().unwrap_or("is invalid")
-        }
-        _ => "is invalid",
-    }
 }
 
 #[cfg(test)]
