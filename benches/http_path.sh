@@ -10,6 +10,10 @@
 # Prints each run, the medians of RUNS runs and the two ratios (`/healthz` to the minimal server,
 # GET by id to `/healthz`; the targets are 0.8 each), then the same as a Markdown table.
 # COMPARE_BIN adds a second entiserve (another build: an A/B), measured in the same turns.
+# SPREAD=N adds, in the same turns, GET by id over N objects in turn (uploaded first): with N
+# well beyond the reads of one snapshot (10 ms), no read finds its row remembered by its
+# thread's snapshot (see the book's design choices), so each one reads SQLite and writes its
+# JSON. Each server measured gets the N objects.
 # LAYERS=1 adds, in the same turns, the minimal server with entiserve's layers added one at a
 # time (`min_poem --layer`: its connection handling, the header timeout, the fixed API's
 # poem-openapi service answering `/healthz`), each with its ratio to the minimal server: what
@@ -20,6 +24,7 @@
 #   BIN=/path/entiserve MIN_BIN=/path/min_poem benches/http_path.sh   # nothing built
 #   COMPARE_BIN=/path/to/older/entiserve benches/http_path.sh
 #   LAYERS=1 benches/http_path.sh
+#   SPREAD=100000 benches/http_path.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/lib.sh
@@ -32,6 +37,7 @@ COMPARE_PORT="${COMPARE_PORT:-18183}"
 COMPARE_BIN="${COMPARE_BIN:-}"
 LAYERS="${LAYERS:-}"
 LAYER_PORT="${LAYER_PORT:-18184}"
+SPREAD="${SPREAD:-}"
 command -v wrk >/dev/null || { echo "install wrk (apt-get install wrk)" >&2; exit 1; }
 MIN_BIN="${MIN_BIN:-}"
 target="${CARGO_TARGET_DIR:-target}/release"
@@ -64,6 +70,26 @@ start() {
     -H 'content-type: application/json' -d '{"name":"http path"}' |
     sed -E 's/.*"id": *([0-9]+).*/\1/')
   curl -sf -u admin:bench "http://127.0.0.1:$3/campaigns/$id" >/dev/null
+  if [ -n "$SPREAD" ]; then spread "$1" "$3"; fi
+}
+# spread NAME PORT: uploads SPREAD campaigns and writes $dir/NAME.lua, which asks for them in
+# turn (their ids follow the first one's).
+spread() {
+  local csv="$dir/$1-spread.csv" first
+  awk -v n="$SPREAD" 'BEGIN { print "op,name,type"; for (i = 1; i <= n; i++) print "c,spread " i ",1" }' \
+    >"$csv"
+  curl -sf -u admin:bench -F entity=campaigns -F "csvfile=@$csv" \
+    "http://127.0.0.1:$2/tools/uploader.ex.php" -o "$dir/$1-result.csv"
+  first=$(awk -F, 'NR == 2 { print $2 }' "$dir/$1-result.csv")
+  [ -n "$first" ] || { echo "the upload of $SPREAD campaigns gave no ids" >&2; exit 1; }
+  cat >"$dir/$1.lua" <<LUA
+wrk.headers["Authorization"] = "Basic YWRtaW46YmVuY2g="
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", "/campaigns/" .. ((n * 7919) % $SPREAD + $first))
+end
+LUA
 }
 "$MIN_BIN" --bind "127.0.0.1:$MIN_PORT" 2>"$dir/min.log" &
 pids+=($!)
@@ -75,7 +101,7 @@ if [ -n "$COMPARE_BIN" ]; then
   b_id=$id
 fi
 auth="Authorization: Basic YWRtaW46YmVuY2g="
-# The measured endpoints: name, URL, with credentials (1) or not.
+# The measured endpoints: name, URL, with credentials (1), not (0), or a wrk script.
 names=("min_poem /healthz" "/healthz" "GET /campaigns/<id>")
 urls=("http://127.0.0.1:$MIN_PORT/healthz" "http://127.0.0.1:$PORT/healthz"
   "http://127.0.0.1:$PORT/campaigns/$a_id")
@@ -84,6 +110,18 @@ if [ -n "$COMPARE_BIN" ]; then
   names+=("/healthz (COMPARE_BIN)" "GET /campaigns/<id> (COMPARE_BIN)")
   urls+=("http://127.0.0.1:$COMPARE_PORT/healthz" "http://127.0.0.1:$COMPARE_PORT/campaigns/$b_id")
   creds+=(0 1)
+fi
+# With SPREAD: GET by id over the N objects, from index `first_spread` on.
+first_spread=${#urls[@]}
+if [ -n "$SPREAD" ]; then
+  names+=("GET /campaigns/<id>, $SPREAD in turn")
+  urls+=("http://127.0.0.1:$PORT/")
+  creds+=("$dir/a.lua")
+  if [ -n "$COMPARE_BIN" ]; then
+    names+=("GET /campaigns/<id>, $SPREAD in turn (COMPARE_BIN)")
+    urls+=("http://127.0.0.1:$COMPARE_PORT/")
+    creds+=("$dir/b.lua")
+  fi
 fi
 # With LAYERS: the minimal server with each layer, from index `first_layer` on.
 layers=(serve timed api)
@@ -104,6 +142,8 @@ wrk_rps() {
   local res non2xx
   if [ "$3" = 1 ]; then
     res=$(wrk -t2 -c32 -d"$1" -H "$auth" "$2" 2>&1)
+  elif [ "$3" != 0 ]; then
+    res=$(wrk -t2 -c32 -d"$1" -s "$3" "$2" 2>&1)
   else
     res=$(wrk -t2 -c32 -d"$1" "$2" 2>&1)
   fi
@@ -146,6 +186,13 @@ row "entiserve (BIN)" "GET /campaigns/<id>, Basic" 2 "$(ratio "${meds[2]}" "${me
 if [ -n "$COMPARE_BIN" ]; then
   row "entiserve (COMPARE_BIN)" "GET /healthz" 3 "$(ratio "${meds[3]}" "${meds[0]}") of min_poem"
   row "entiserve (COMPARE_BIN)" "GET /campaigns/<id>, Basic" 4 "$(ratio "${meds[4]}" "${meds[3]}") of its /healthz"
+fi
+if [ -n "$SPREAD" ]; then
+  i=$first_spread
+  row "entiserve (BIN)" "GET /campaigns/<id>, Basic, $SPREAD in turn" "$i" "$(ratio "${meds[$i]}" "${meds[1]}") of its /healthz"
+  if [ -n "$COMPARE_BIN" ]; then
+    row "entiserve (COMPARE_BIN)" "GET /campaigns/<id>, Basic, $SPREAD in turn" "$((i + 1))" "$(ratio "${meds[$((i + 1))]}" "${meds[3]}") of its /healthz"
+  fi
 fi
 if [ -n "$LAYERS" ]; then
   for k in "${!layers[@]}"; do

@@ -553,3 +553,38 @@ async fn a_read_right_after_a_write_sees_it_on_another_connection() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(busy.await.unwrap() > 0);
 }
+
+/// Reads of one object while nothing is written are answered from what their thread's snapshot
+/// read (`src/storage/near/`); each write is seen by the reads after it, on every thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_again_see_each_write_at_once() {
+    let app = spawn_app().await;
+    let c = app.create("campaigns", json!({"name": "v0"})).await;
+    let path = format!("/campaigns/{}", c["id"]);
+    let read_all = || async {
+        let reads = (0..16)
+            .map(|_| async { json(app.admin(Method::GET, &path).send().await.unwrap()).await });
+        futures::future::join_all(reads).await
+    };
+    for round in 1..=20 {
+        for (s, o) in read_all().await {
+            assert_eq!(s, 200, "{o}");
+            assert_eq!(o["name"], format!("v{}", round - 1), "round {round}");
+        }
+        let (s, o) = json(
+            app.admin(Method::PUT, &path)
+                .json(&json!({"name": format!("v{round}")}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 200, "{o}");
+    }
+    let (s, _) = json(app.admin(Method::DELETE, &path).send().await.unwrap()).await;
+    assert_eq!(s, 200);
+    for (s, o) in read_all().await {
+        assert_eq!(s, 404, "deleted: {o}");
+    }
+    app.stop().await;
+}

@@ -9,7 +9,7 @@ use super::access::{self, ListRule, ViewCheck};
 use super::{CallError, Caller, Engine, internal, render};
 use super::{cursor, query};
 use crate::schema::Entity;
-use crate::storage::{ListExec, PoolExec, entity};
+use crate::storage::{ListExec, PointRow, PoolExec, entity};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
@@ -63,18 +63,19 @@ impl Engine {
 
     /// One object.
     pub async fn get(&self, caller: &Caller, name: &str, id: i64) -> Result<Json, CallError> {
-        let (e, row) = self.get_row(caller, name, id).await?;
-        Ok(render::object(&e, &row))
+        let (e, point) = self.get_row(caller, name, id).await?;
+        Ok(render::object(&e, &point.row))
     }
 
     /// One object as its entity and stored row, for a caller that writes the object itself
-    /// ([`render::RowObject`]) without building its tree of values.
+    /// ([`render::RowObject`]) without building its tree of values; the row keeps its JSON
+    /// ([`PointRow::json`]) for the next read that finds it remembered.
     pub async fn get_row(
         &self,
         caller: &Caller,
         name: &str,
         id: i64,
-    ) -> Result<(Arc<Entity>, crate::storage::Row), CallError> {
+    ) -> Result<(Arc<Entity>, Arc<PointRow>), CallError> {
         let e = self.entity(name)?;
         let missing = || CallError::NotFound {
             entity: name.to_string(),
@@ -87,13 +88,15 @@ impl Engine {
                 let mut pool = PoolExec(self.storage.as_ref());
                 let d = self.storage.dialect();
                 let who = access::values_of(caller);
-                crate::storage::rules::get_where(&mut pool, d, &e, id, x, &who).await
+                crate::storage::rules::get_where(&mut pool, d, &e, id, x, &who)
+                    .await
+                    .map(|row| row.map(|r| Arc::new(PointRow::new(r))))
             }
             ViewCheck::None | ViewCheck::OnRow(_) => self.read_row(&e, id).await?,
         };
         let row = match row.map_err(internal)? {
             Some(row) => match check {
-                ViewCheck::OnRow(x) if !access::row_passes(&e, x, caller, &row) => None,
+                ViewCheck::OnRow(x) if !access::row_passes(&e, x, caller, &row.row) => None,
                 _ => Some(row),
             },
             None => None,
@@ -132,7 +135,7 @@ impl Engine {
         &self,
         e: &Arc<Entity>,
         id: i64,
-    ) -> Result<Result<Option<crate::storage::Row>, crate::storage::StorageError>, CallError> {
+    ) -> Result<Result<Option<Arc<PointRow>>, crate::storage::StorageError>, CallError> {
         Ok(match &self.points {
             Some(q) => {
                 let (reply, rx) = tokio::sync::oneshot::channel();
@@ -144,12 +147,11 @@ impl Engine {
                 if q.send(job).await.is_err() {
                     return Err(CallError::Internal);
                 }
-                rx.await.map_err(|_| CallError::Internal)?
+                rx.await
+                    .map_err(|_| CallError::Internal)?
+                    .map(|row| row.map(|r| Arc::new(PointRow::new(r))))
             }
-            None => {
-                let mut pool = PoolExec(self.storage.as_ref());
-                entity::get(&mut pool, self.storage.dialect(), e, id).await
-            }
+            None => entity::get_point(self.storage.as_ref(), e, id).await,
         })
     }
 

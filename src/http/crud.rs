@@ -158,8 +158,11 @@ pub async fn read_one(req: &Request, state: &AppState, entity: &str, id: &str) -
         .await?
         .for_rule(state, entity, Action::View)?;
     let id = parse_id(entity, id)?;
-    let (e, row) = state.engine.get_row(&caller, entity, id).await?;
-    let body = serde_json::to_vec(&render::RowObject(&e, &row))
+    let (e, point) = state.engine.get_row(&caller, entity, id).await?;
+    let body = point
+        .json(&e, || {
+            serde_json::to_vec(&render::RowObject(&e, &point.row))
+        })
         .map_err(|_| ApiError::from(CallError::Internal))?;
     Ok(Response::builder()
         .status(StatusCode::OK)

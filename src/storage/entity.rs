@@ -3,6 +3,7 @@
 use super::sql::Dialect;
 use super::{Exec, Result, Row, Value};
 use crate::schema::{ColType, Entity};
+use std::sync::Arc;
 
 pub(super) fn column_list(d: Dialect, e: &Entity) -> String {
     e.columns()
@@ -280,14 +281,30 @@ pub fn get_sql(d: Dialect, e: &Entity) -> String {
 
 /// A row by id; the statement is written once per entity and dialect.
 pub async fn get(ex: &mut dyn Exec, d: Dialect, e: &Entity, id: i64) -> Result<Option<Row>> {
+    let rows = ex
+        .fetch(get_sql_once(d, e), &[Value::int(id)], e.col_types_once())
+        .await?;
+    Ok(rows.into_iter().next())
+}
+
+/// A row by id on the point-read lane, shared ([`Storage::fetch_point`]).
+pub async fn get_point(
+    st: &dyn super::Storage,
+    e: &Entity,
+    id: i64,
+) -> Result<Option<Arc<super::PointRow>>> {
+    let d = st.dialect();
+    st.fetch_point(get_sql_once(d, e), e.col_types_once(), id)
+        .await
+}
+
+/// [`get_sql`], written once per entity and dialect.
+fn get_sql_once(d: Dialect, e: &Entity) -> &str {
     let slot = match d {
         Dialect::Sqlite => 0,
         Dialect::Postgres => 1,
     };
-    let sql = e.memo.text(slot, || get_sql(d, e));
-    let types = e.col_types_once();
-    let rows = ex.fetch(sql, &[Value::int(id)], types).await?;
-    Ok(rows.into_iter().next())
+    e.memo.text(slot, || get_sql(d, e))
 }
 
 /// Whether a row with `id` exists in `table` (a catalog entity name).

@@ -155,6 +155,42 @@ impl Value {
 /// One row, its values in the order of the statement's columns.
 pub type Row = Vec<Value>;
 
+/// A row read by its id on the point-read lane ([`Storage::fetch_point`]), shared by the reads
+/// that find it remembered (on SQLite, each thread's snapshot keeps the rows it read), with the
+/// object's JSON once it has been written for the row.
+pub struct PointRow {
+    pub row: Row,
+    /// The object's JSON, and the version of the entity it was written for.
+    json: std::sync::OnceLock<(Arc<crate::schema::Entity>, bytes::Bytes)>,
+}
+
+impl PointRow {
+    pub fn new(row: Row) -> PointRow {
+        PointRow {
+            row,
+            json: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The object's JSON for `e`: the one written for this row before, when it was written for
+    /// the same version of the entity, else what `write` makes of it (kept when it is the
+    /// first).
+    pub fn json<E>(
+        &self,
+        e: &Arc<crate::schema::Entity>,
+        write: impl FnOnce() -> std::result::Result<Vec<u8>, E>,
+    ) -> std::result::Result<bytes::Bytes, E> {
+        if let Some((written_for, json)) = self.json.get()
+            && Arc::ptr_eq(written_for, e)
+        {
+            return Ok(json.clone());
+        }
+        let json = bytes::Bytes::from(write()?);
+        let _ = self.json.set((e.clone(), json.clone()));
+        Ok(json)
+    }
+}
+
 /// What can go wrong in storage. Database details are logged, never shown to clients.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -333,6 +369,18 @@ pub trait Storage: Send + Sync + 'static {
     /// Runs a short read-only query (a point read: by id, a sign-in, a job record) on the
     /// point-read lane, which list queries never occupy.
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
+    /// The row `id` read by `sql` (its one parameter is the id) and decoded with `types`, as
+    /// [`Storage::fetch`] reads it; SQLite answers it from the thread's snapshot when the
+    /// snapshot read it already.
+    async fn fetch_point(
+        &self,
+        sql: &str,
+        types: &[ColType],
+        id: i64,
+    ) -> Result<Option<Arc<PointRow>>> {
+        let rows = self.fetch(sql, &[Value::int(id)], types).await?;
+        Ok(rows.into_iter().next().map(|r| Arc::new(PointRow::new(r))))
+    }
     /// Runs a read-only query that may visit many rows (a list page, a count) on the list lane.
     async fn fetch_list(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>>;
     /// Runs one write statement in its own transaction.

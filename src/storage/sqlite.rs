@@ -6,7 +6,7 @@
 
 use super::lanes::Lane;
 use super::near::{Near, Readers};
-use super::{Exec, Result, Row, Storage, StorageError, Tx, Value, entity, sql::Dialect};
+use super::{Exec, PointRow, Result, Row, Storage, StorageError, Tx, Value, entity, sql::Dialect};
 use crate::decimal;
 use crate::schema::ColType;
 use async_trait::async_trait;
@@ -511,6 +511,19 @@ impl Storage for SqliteStorage {
     async fn fetch(&self, sql: &str, args: &[Value], types: &[ColType]) -> Result<Vec<Row>> {
         self.points
             .run(|c| fetch_on(c, sql, args, types))
+            .map_err(db)?
+            .unwrap_or_else(|| Err(StorageError::Database("a read failed".into())))
+    }
+
+    async fn fetch_point(
+        &self,
+        sql: &str,
+        types: &[ColType],
+        id: i64,
+    ) -> Result<Option<Arc<PointRow>>> {
+        let read = |c: &Connection| fetch_on(c, sql, &[Value::int(id)], types);
+        self.points
+            .run_by_id(sql, types, id, read)
             .map_err(db)?
             .unwrap_or_else(|| Err(StorageError::Database("a read failed".into())))
     }

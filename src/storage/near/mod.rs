@@ -16,7 +16,17 @@
 //! process (the `sqlite3` shell) sees it. The checkpointing thread ends the snapshots that
 //! writes left behind and those that old on idle threads ([`Readers::release_stale`]): a held
 //! snapshot keeps the log from being copied back, by this process or by another (Litestream).
+//!
+//! Within a kept snapshot the database does not change, so a connection remembers the rows it
+//! read by id ([`Near::run_by_id`]) until the snapshot ends, and answers the same read again
+//! from memory: what it answers is what SQLite would read on that snapshot. A hot object read
+//! by many requests costs one read a snapshot on each thread, not one a request, and its JSON
+//! is written once with it ([`super::PointRow`]).
 
+mod memo;
+
+use super::{PointRow, Row};
+use memo::Memo;
 use rusqlite::Connection;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +61,8 @@ struct Reader {
     snapshot: Option<Snapshot>,
     /// The writes counted at this connection's previous read.
     last_read: u64,
+    /// The rows read by id on the snapshot held, emptied when it ends.
+    memo: Memo,
 }
 
 /// A read transaction kept open: the writes counted when it began, and when.
@@ -128,8 +140,19 @@ impl Reader {
         Ok(())
     }
 
-    /// Ends the snapshot, if one is held.
+    /// Runs `f` on the connection; `None` when it panicked, and the snapshot ended then.
+    fn guarded<T>(&mut self, f: impl FnOnce(&Connection) -> T) -> Option<T> {
+        let conn = &self.conn;
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).ok();
+        if out.is_none() {
+            self.end();
+        }
+        out
+    }
+
+    /// Ends the snapshot, if one is held, and forgets the rows read on it.
     fn end(&mut self) {
+        self.memo.clear();
         if self.snapshot.take().is_none() || self.conn.is_autocommit() {
             return;
         }
@@ -167,6 +190,36 @@ impl Near {
     /// Runs `f` on this thread's connection to the database, opening it first if needed;
     /// `Ok(None)` when `f` panicked. Connections of databases closed since are closed here.
     pub fn run<T>(&self, f: impl FnOnce(&Connection) -> T) -> rusqlite::Result<Option<T>> {
+        self.on_reader(|reader| reader.guarded(f))
+    }
+
+    /// Runs `read`, the read of `id` by `sql` decoded as `types`, as [`Near::run`] does, and
+    /// answers its row; on a kept snapshot, answers it from memory when the connection read it
+    /// on that snapshot already, and remembers what it found otherwise.
+    pub fn run_by_id(
+        &self,
+        sql: &str,
+        types: &[crate::schema::ColType],
+        id: i64,
+        read: impl FnOnce(&Connection) -> super::Result<Vec<Row>>,
+    ) -> rusqlite::Result<Option<super::Result<Option<Arc<PointRow>>>>> {
+        self.on_reader(|reader| {
+            if let Some(row) = reader.memo.get(sql, types, id) {
+                return Some(Ok(row));
+            }
+            let out = reader.guarded(read)?.map(|rows| {
+                let row = rows.into_iter().next().map(|r| Arc::new(PointRow::new(r)));
+                if reader.snapshot.is_some() {
+                    reader.memo.put(sql, types, id, &row);
+                }
+                row
+            });
+            Some(out)
+        })
+    }
+
+    /// Runs `f` on this thread's reader, opening it first if needed, made ready for a read.
+    fn on_reader<T>(&self, f: impl FnOnce(&mut Reader) -> T) -> rusqlite::Result<T> {
         HELD.with(|held| {
             let mut held = held.borrow_mut();
             held.retain(|h| h.owner.strong_count() > 0);
@@ -190,12 +243,7 @@ impl Near {
             }
             let written = self.readers.written.load(Ordering::Acquire);
             reader.fresh(written, self.readers.max_age)?;
-            let conn = &reader.conn;
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(conn))).ok();
-            if out.is_none() {
-                reader.end();
-            }
-            Ok(out)
+            Ok(f(&mut reader))
         })
     }
 
@@ -205,6 +253,7 @@ impl Near {
             conn: (self.open)()?,
             snapshot: None,
             last_read: self.readers.written.load(Ordering::Acquire),
+            memo: Memo::default(),
         }));
         self.readers
             .all
@@ -407,5 +456,85 @@ mod tests {
         n.readers().release_stale();
         let (logged, copied) = checkpoint(dir.path());
         assert_eq!(copied, logged, "an old one ends");
+    }
+
+    /// The value of the row of `t` whose `v` is `id`, by `run_by_id`, counting the reads that
+    /// reach SQLite.
+    fn by_id(n: &Near, id: i64, reads: &std::cell::Cell<u32>) -> Option<i64> {
+        let sql = "SELECT v FROM t WHERE v = ?1";
+        let row = n
+            .run_by_id(sql, &[ColType::Int], id, |c| {
+                reads.set(reads.get() + 1);
+                let mut st = c.prepare_cached(sql).unwrap();
+                let rows = st
+                    .query_map([id], |r| Ok(vec![super::super::Value::int(r.get(0)?)]))
+                    .unwrap();
+                Ok(rows.map(Result::unwrap).collect())
+            })
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        row.map(|r| match r.row[..] {
+            [super::super::Value::Int(Some(v))] => v,
+            _ => panic!("not one integer"),
+        })
+    }
+
+    use crate::schema::ColType;
+
+    #[test]
+    fn a_read_by_id_is_remembered_for_the_snapshot_it_ran_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near(dir.path(), &schema);
+        let reads = std::cell::Cell::new(0);
+        assert_eq!(by_id(&n, 1, &reads), Some(1));
+        assert_eq!(by_id(&n, 1, &reads), Some(1));
+        assert_eq!(reads.get(), 1, "the second read came from memory");
+        assert_eq!(by_id(&n, 2, &reads), None);
+        assert_eq!(by_id(&n, 2, &reads), None);
+        assert_eq!(reads.get(), 2, "a row not found is remembered too");
+        // Another statement, or the same with other column types, is read on its own.
+        let other = n
+            .run_by_id("SELECT v FROM t WHERE v = ?1", &[ColType::Text], 1, |_| {
+                Ok(Vec::new())
+            })
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(other.is_none(), "read again, not answered as integers");
+        // A write counted ends the snapshot and what was read on it.
+        write(dir.path(), 2);
+        n.readers().wrote();
+        assert_eq!(by_id(&n, 2, &reads), Some(2));
+        assert_eq!(reads.get(), 3);
+        // That read ran after a write, on no snapshot: nothing of it is remembered.
+        assert_eq!(by_id(&n, 2, &reads), Some(2));
+        assert_eq!(reads.get(), 4);
+        assert_eq!(by_id(&n, 2, &reads), Some(2));
+        assert_eq!(reads.get(), 4, "on the new snapshot it is remembered again");
+        // A schema change ends it too.
+        schema.fetch_add(1, Ordering::AcqRel);
+        assert_eq!(by_id(&n, 2, &reads), Some(2));
+        assert_eq!(reads.get(), 5);
+    }
+
+    #[test]
+    fn a_renewed_snapshot_reads_again_and_sees_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(AtomicU64::new(0));
+        let n = near_aged(dir.path(), &schema, Duration::from_millis(50));
+        let reads = std::cell::Cell::new(0);
+        assert_eq!(by_id(&n, 7, &reads), None);
+        write(dir.path(), 7);
+        assert_eq!(by_id(&n, 7, &reads), None, "the snapshot is kept");
+        assert_eq!(reads.get(), 1);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(
+            by_id(&n, 7, &reads),
+            Some(7),
+            "a renewed snapshot sees the write"
+        );
+        assert_eq!(reads.get(), 2);
     }
 }
