@@ -61,6 +61,8 @@ pub async fn insert_many(
     let whole_rows = full && echo.is_none();
     let copied =
         !whole_rows && arrays && ex.copies(rows) && super::pg_stream::copyable(e, columns, args);
+    // Rows numbered by the statement come back in id order already.
+    let mut sorted = false;
     let mut out = if copied {
         let ids = ex
             .copy_created(&d.quote(&e.name), &cols, args, width)
@@ -70,6 +72,7 @@ pub async fn insert_many(
         let (insert, params) = unnest_insert(d, e, &cols, args, width);
         fetch_unnested(ex, d, e, &insert, &params, whole_rows, &returning, &types).await?
     } else if ex.numbers_inserts() {
+        sorted = true;
         insert_numbered(ex, d, e, &cols, args, full, &returning, &types).await?
     } else {
         let sql = format!(
@@ -81,7 +84,9 @@ pub async fn insert_many(
     };
     ex.count_rows(d, &e.name, out.len() as i64).await?;
     // Ids grow in insertion order within one statement.
-    out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    if !sorted {
+        out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
+    }
     super::live::log_created_rows(ex, d, e, &out).await?;
     if let Some(at) = echo {
         if out.len() != rows {
@@ -252,11 +257,16 @@ fn shared_first<'a>(table: &str, cols: &[String], args: &[&'a Value]) -> (String
         .chain(std::iter::repeat_n("?".to_string(), width - once))
         .collect();
     let group = format!("({})", cells.join(", "));
-    let sql = format!(
-        "INSERT INTO {table} ({}) VALUES {}",
-        names.join(", "),
-        vec![group; rows].join(", ")
-    );
+    // Written into one text sized once: a chunk's statement has hundreds of groups.
+    let head = format!("INSERT INTO {table} ({}) VALUES ", names.join(", "));
+    let mut sql = String::with_capacity(head.len() + rows * (group.len() + 2));
+    sql.push_str(&head);
+    for r in 0..rows {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&group);
+    }
     let mut bound: Vec<&Value> = Vec::with_capacity(once + rows * (width - once));
     bound.extend(order[..once].iter().map(|&c| args[c]));
     for row in args.chunks(width) {

@@ -344,7 +344,7 @@ impl Engine {
         Ok(Some(Ran {
             outcomes: outcomes
                 .into_iter()
-                .map(|o| o.unwrap_or(Err(CallError::Internal)))
+                .map(|o| o.unwrap_or_else(|| Err(CallError::Internal)))
                 .collect(),
             later,
         }))
