@@ -105,6 +105,7 @@ impl Lines<'_> {
                 .delimiter(plan.layout.separator)
                 .terminator(csv::Terminator::CRLF)
                 .from_writer(&mut text);
+            let internal = Err(CallError::Internal);
             for (i, (rec, kind)) in self.records.iter().zip(self.kinds).enumerate() {
                 let line = self.first_line + i as i64;
                 match kind {
@@ -114,7 +115,6 @@ impl Lines<'_> {
                             .map(|c| c.as_bytes()),
                     ),
                     Some(fills_id) => {
-                        let internal = Err(CallError::Internal);
                         let o = outcomes.next().unwrap_or(&internal);
                         let (res, new_id) = self.ran(line, o, *fills_id, &mut lines);
                         let mut cells = rows::result_cells(cols, rec, Some(&*res), new_id);
@@ -171,12 +171,12 @@ impl Lines<'_> {
         let mut outcomes = outcomes.iter();
         let mut text = Vec::with_capacity(tails.bytes.len() + self.records.len() * 16);
         let mut lines = Vec::new();
+        let internal = Err(CallError::Internal);
         for (i, kind) in self.kinds.iter().enumerate() {
             let line = self.first_line + i as i64;
             match kind {
                 None => text.push(plan.layout.separator),
                 Some(fills_id) => {
-                    let internal = Err(CallError::Internal);
                     let o = outcomes.next().unwrap_or(&internal);
                     let (res, new_id) = self.ran(line, o, *fills_id, &mut lines);
                     push_cell(&mut text, &res, plan.layout.separator)?;

@@ -9,6 +9,7 @@ use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod given;
 mod problems;
 mod strings;
 
@@ -341,36 +342,15 @@ async fn coerce(
     params: Map<String, Json>,
     at: &[usize],
 ) -> Result<(Vec<(String, Value)>, Shape), CallError> {
+    if let Some(err) = given::refused(e, &params, at) {
+        return Err(err);
+    }
     // The given values in field order, each with its name as the parameters own it.
-    debug_assert_eq!(params.len(), at.len());
-    let mut given: Vec<Option<(String, Json)>> = vec![None; e.fields.len()];
-    for ((k, v), &i) in params.into_iter().zip(at) {
-        given[i] = Some((k, v));
-    }
+    let mut given = given::Given::new(e.fields.len(), params, at);
     let mut values = Vec::with_capacity(e.fields.len() + 2);
-    for (f, given) in e.fields.iter().zip(&given) {
-        match given.as_ref().map(|(_, v)| v) {
-            Some(Json::Number(n))
-                if f.ty.col_type() == crate::schema::ColType::Int && n.as_i64().is_none() =>
-            {
-                return Err(CallError::invalid_field(
-                    &f.name,
-                    format!("{n} is not a 64-bit integer"),
-                ));
-            }
-            // Text holds any character but NUL, which PostgreSQL cannot store.
-            Some(Json::String(s)) if s.contains('\0') => {
-                return Err(CallError::invalid_field(
-                    &f.name,
-                    "text may not contain NUL characters",
-                ));
-            }
-            _ => {}
-        }
-    }
     let mut shape = if e.fields.len() < 64 { Shape::KNOWN } else { 0 };
-    for (i, (f, given)) in e.fields.iter().zip(given).enumerate() {
-        let (name, v) = given.unzip();
+    for (i, f) in e.fields.iter().enumerate() {
+        let (name, v) = given.take(i).unzip();
         let v = match v {
             Some(v)
                 if matches!(
@@ -445,6 +425,65 @@ fn create_values(
 mod tests {
     use super::*;
     use crate::schema::test_catalog;
+
+    /// Parameters in any order give the same stored values, in the entity's order, as the
+    /// same parameters in the fields' order; of two values no conversion could store, the
+    /// refusal names the first field in the entity's order, whichever came first.
+    #[tokio::test]
+    async fn the_order_of_the_parameters_changes_nothing() {
+        let text = "fields:\n  a: { type: integer, default: 1 }\n  b: { type: string }\n  \
+                    c: { type: text }\n  d: { type: date }\n  n: { type: integer }\n";
+        let catalog = test_catalog(&[("things.yaml", text)]);
+        let e = catalog.get("things").unwrap();
+        let caller = Caller::anonymous();
+        let given = [
+            ("a", Json::from(7)),
+            ("b", Json::from("x")),
+            ("d", Json::from("2026-12-02")),
+            ("n", Json::from(3)),
+        ];
+        let made = |order: &[usize]| {
+            let params: Map<String, Json> = order
+                .iter()
+                .map(|&k| (given[k].0.to_string(), given[k].1.clone()))
+                .collect();
+            let at: Vec<usize> = crate::schema::positions(&e.fields, params.keys())
+                .map(Option::unwrap)
+                .collect();
+            (params, at)
+        };
+        let (params, at) = made(&[0, 1, 2, 3]);
+        let want = coerce(e, &caller, Op::Create, true, params, &at)
+            .await
+            .unwrap();
+        for order in [[3, 2, 1, 0], [1, 0, 3, 2], [2, 3, 0, 1]] {
+            let (params, at) = made(&order);
+            let got = coerce(e, &caller, Op::Create, true, params, &at)
+                .await
+                .unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{order:?}");
+        }
+        let big = serde_json::from_str::<Json>("123456789012345678901234567890").unwrap();
+        for first in [true, false] {
+            let mut params = Map::new();
+            let pairs = [("n", big.clone()), ("b", Json::from("x\0y"))];
+            let pairs = if first {
+                pairs
+            } else {
+                [pairs[1].clone(), pairs[0].clone()]
+            };
+            for (k, v) in pairs {
+                params.insert(k.to_string(), v);
+            }
+            let at: Vec<usize> = crate::schema::positions(&e.fields, params.keys())
+                .map(Option::unwrap)
+                .collect();
+            let err = coerce(e, &caller, Op::Create, true, params, &at)
+                .await
+                .unwrap_err();
+            assert!(err.description().contains("`b`"), "{}", err.description());
+        }
+    }
 
     /// Two creates' shapes are equal exactly when they write the same columns in the same
     /// order, for every choice of given fields (one with a default, one secret, one not
