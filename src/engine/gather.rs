@@ -31,7 +31,7 @@ pub async fn submit(queue: &Queue, caller: &Caller, prepared: Prepared) -> Outco
     if queue.send(job).await.is_err() {
         return Err(CallError::Internal);
     }
-    rx.await.unwrap_or(Err(CallError::Internal))
+    rx.await.unwrap_or_else(|_| Err(CallError::Internal))
 }
 
 /// Starts `workers` tasks that run `work` on groups of at most `max` jobs; they end when every

@@ -62,7 +62,7 @@ pub async fn insert_many(
     let copied =
         !whole_rows && arrays && ex.copies(rows) && super::pg_stream::copyable(e, columns, args);
     // Rows numbered by the statement come back in id order already.
-    let mut sorted = false;
+    let numbered = !copied && !arrays && ex.numbers_inserts();
     let mut out = if copied {
         let ids = ex
             .copy_created(&d.quote(&e.name), &cols, args, width)
@@ -71,8 +71,7 @@ pub async fn insert_many(
     } else if arrays {
         let (insert, params) = unnest_insert(d, e, &cols, args, width);
         fetch_unnested(ex, d, e, &insert, &params, whole_rows, &returning, &types).await?
-    } else if ex.numbers_inserts() {
-        sorted = true;
+    } else if numbered {
         insert_numbered(ex, d, e, &cols, args, full, &returning, &types).await?
     } else {
         let sql = format!(
@@ -84,7 +83,7 @@ pub async fn insert_many(
     };
     ex.count_rows(d, &e.name, out.len() as i64).await?;
     // Ids grow in insertion order within one statement.
-    if !sorted {
+    if !numbered {
         out.sort_by_key(|r| r[0].as_i64().unwrap_or_default());
     }
     super::live::log_created_rows(ex, d, e, &out).await?;
